@@ -1,0 +1,20 @@
+// Subcommand registration for the `looptool` CLI. Each command adds itself to the app and
+// returns the function that runs it once parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace looptool::cli {
+
+using Run = std::function<int()>;
+
+Run add_generate(CLI::App &app);
+Run add_read(CLI::App &app);
+
+/// Prints `j` as one JSON document on stdout.
+void print_json(const nlohmann::json &j);
+
+}  // namespace looptool::cli

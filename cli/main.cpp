@@ -1,0 +1,38 @@
+#include <fmt/format.h>
+
+#include <iostream>
+#include <map>
+
+#include "cli/commands.h"
+#include "looptool/error.h"
+
+namespace looptool::cli {
+void print_json(const nlohmann::json &j) { std::cout << j.dump(2) << std::endl; }
+}  // namespace looptool::cli
+
+int main(int argc, char **argv) {
+    using namespace looptool::cli;
+    CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};
+    app.require_subcommand(1);
+    std::map<std::string, Run> runs;
+    runs["generate"] = add_generate(app);
+    runs["read"] = add_read(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e);
+    }
+    try {
+        for (auto *sub : app.get_subcommands()) return runs.at(sub->get_name())();
+    } catch (const looptool::Error &e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    } catch (const looptool::InternalError &e) {
+        fmt::print(stderr, "{}\n", e.what());
+        return 3;
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,32 @@
+// Error channels (see docs/actions.md):
+//  - an action that cannot apply is an ordinary result (ApplyResult in actions.h);
+//  - bad user input, bad files and JIT failures throw looptool::Error;
+//  - broken invariants hit LT_CHECK, which throws InternalError.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace looptool {
+
+/// Bad input from a user or a file, or a failure of an external component.
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// A broken invariant: a bug in looptool itself.
+class InternalError : public std::logic_error {
+public:
+    using std::logic_error::logic_error;
+};
+
+[[noreturn]] void internal_check_failed(const char *cond, const char *file, int line,
+                                        const std::string &msg);
+
+}  // namespace looptool
+
+#define LT_CHECK(cond, msg)                                                              \
+    do {                                                                                 \
+        if (!(cond)) ::looptool::internal_check_failed(#cond, __FILE__, __LINE__, (msg)); \
+    } while (0)

@@ -1,0 +1,101 @@
+#include "looptool/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+
+namespace looptool {
+
+namespace {
+int64_t range_int(std::string_view s, std::string_view whole) {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos)
+        throw Error(fmt::format("bad range '{}': '{}' is not a positive integer", whole, s));
+    int64_t v = std::stoll(std::string(s));
+    if (v <= 0) throw Error(fmt::format("bad range '{}': sizes must be positive", whole));
+    if (v > kMaxExtent)
+        throw Error(fmt::format("bad range '{}': size {} is above the limit {}", whole, v, kMaxExtent));
+    return v;
+}
+
+std::vector<std::string_view> split_on(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= s.size(); ++i)
+        if (i == s.size() || s[i] == sep) {
+            out.push_back(s.substr(start, i - start));
+            start = i + 1;
+        }
+    return out;
+}
+}  // namespace
+
+std::vector<int64_t> parse_range(std::string_view text) {
+    std::vector<int64_t> out;
+    if (text.find('|') != std::string_view::npos) {
+        for (auto part : split_on(text, '|')) out.push_back(range_int(part, text));
+    } else if (text.find(':') != std::string_view::npos) {
+        auto parts = split_on(text, ':');
+        if (parts.size() > 3) throw Error(fmt::format("bad range '{}': too many ':'", text));
+        int64_t a = range_int(parts[0], text), b = range_int(parts[1], text);
+        int64_t step = parts.size() == 3 ? range_int(parts[2], text) : 1;
+        if (b < a) throw Error(fmt::format("bad range '{}': end below start", text));
+        if ((b - a) / step >= 100000)
+            throw Error(fmt::format("bad range '{}': more than 100000 values", text));
+        for (int64_t v = a; v <= b; v += step) out.push_back(v);
+    } else {
+        out.push_back(range_int(text, text));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+std::string MatmulShape::name() const { return fmt::format("mm{}_{}_{}", m, n, k); }
+
+std::vector<MatmulShape> matmul_shapes(std::string_view dim_a, std::string_view dim_b) {
+    auto a = split_on(dim_a, ',');
+    auto b = split_on(dim_b, ',');
+    if (a.size() != 2) throw Error(fmt::format("--dimA '{}': expected M_RANGE,K_RANGE", dim_a));
+    if (b.size() != 2) throw Error(fmt::format("--dimB '{}': expected K_RANGE,N_RANGE", dim_b));
+    auto ms = parse_range(a[0]), ka = parse_range(a[1]), kb = parse_range(b[0]),
+         ns = parse_range(b[1]);
+    if (ka != kb)
+        throw Error(fmt::format("the K ranges of --dimA ('{}') and --dimB ('{}') differ", a[1], b[0]));
+    if (ms.size() * ns.size() * ka.size() > 1000000)
+        throw Error("the ranges give more than 1,000,000 shapes");
+    std::vector<MatmulShape> out;
+    for (auto m : ms)
+        for (auto n : ns)
+            for (auto k : ka) {
+                if (double(m) * double(k) > double(kMaxTensorElements) ||
+                    double(k) * double(n) > double(kMaxTensorElements) ||
+                    double(m) * double(n) > double(kMaxTensorElements))
+                    throw Error(fmt::format("shape {}x{}x{}: a tensor above 2^31 elements", m, n, k));
+                out.push_back({m, n, k});
+            }
+    std::sort(out.begin(), out.end(),
+              [](const MatmulShape &x, const MatmulShape &y) { return x.name() < y.name(); });
+    return out;
+}
+
+std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &shapes,
+                                              const std::string &dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw Error(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+    std::vector<std::string> paths;
+    for (const auto &s : shapes) {
+        auto comp = std::make_shared<Computation>(make_matmul(s.m, s.n, s.k));
+        std::string path = (std::filesystem::path(dir) / s.name()).string();
+        write_file_atomically(path, serialize(Program::naive(comp)));
+        paths.push_back(path);
+    }
+    return paths;
+}
+
+}  // namespace looptool

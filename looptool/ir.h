@@ -1,0 +1,129 @@
+// The tensor computation: index variables, tensors, and statements over them.
+//
+// A statement assigns (or accumulates into) one tensor element from an expression of
+// reads. Tensor indices are affine in the index variables, so conv2d's `h = ho + kh`
+// is the access X[n, c, ho + kh, wo + kw] and needs no special node.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace looptool {
+
+struct Var {
+    std::string name;
+    int64_t extent = 0;
+    bool operator==(const Var &) const = default;
+};
+
+/// index = offset + sum(coef * var)
+struct Affine {
+    struct Term {
+        int var = 0;
+        int64_t coef = 1;
+        bool operator==(const Term &) const = default;
+    };
+    std::vector<Term> terms;
+    int64_t offset = 0;
+
+    static Affine of_var(int v) { return Affine{{Term{v, 1}}, 0}; }
+    int64_t coef_of(int v) const;
+    bool operator==(const Affine &) const = default;
+};
+
+enum class TensorKind { Input, Output, Temp };
+
+struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    TensorKind kind = TensorKind::Input;
+
+    int64_t num_elements() const;
+    /// Row-major stride of dimension d, in elements.
+    int64_t stride(size_t d) const;
+    bool operator==(const Tensor &) const = default;
+};
+
+struct Access {
+    int tensor = 0;
+    std::vector<Affine> index;
+    bool operator==(const Access &) const = default;
+};
+
+enum class OpKind { Read, Const, Add, Sub, Mul, Div, Min, Max, Neg, Exp, Log, Sqrt, Abs, Recip };
+
+int op_arity(OpKind op);  // 0 for Read/Const
+const char *op_name(OpKind op);
+
+struct Expr {
+    OpKind op = OpKind::Const;
+    Access access;  // Read only
+    float value = 0;  // Const only
+    std::vector<Expr> args;
+
+    static Expr read(Access a);
+    static Expr constant(float v);
+    static Expr binary(OpKind op, Expr a, Expr b);
+    static Expr unary(OpKind op, Expr a);
+    bool operator==(const Expr &) const = default;
+};
+
+enum class ReduceKind { None, Sum };
+
+/// out[...] = value        (ReduceKind::None)
+/// out[...] += value       (ReduceKind::Sum; out starts at zero)
+struct Statement {
+    Access out;
+    ReduceKind reduce = ReduceKind::None;
+    Expr value;
+    bool operator==(const Statement &) const = default;
+};
+
+struct Computation {
+    std::string name;
+    std::vector<Var> vars;
+    std::vector<Tensor> tensors;
+    std::vector<Statement> stmts;
+
+    int var_index(const std::string &name) const;     // -1 if absent
+    int tensor_index(const std::string &name) const;  // -1 if absent
+    /// Index variables a statement iterates over, in first-use order (output first).
+    std::vector<int> stmt_vars(int stmt) const;
+    /// Multiply and add count of one execution of every statement (LoopTune's FLOP count).
+    double flops() const;
+    /// Throws Error naming the first inconsistency (bad var ids, out-of-range accesses,
+    /// absurd sizes).
+    void validate() const;
+    bool operator==(const Computation &) const = default;
+};
+
+/// Variables an access or a statement uses, in first-use order (a statement's output first).
+std::vector<int> vars_of(const Access &a);
+std::vector<int> vars_of(const Statement &s);
+
+using ComputationPtr = std::shared_ptr<const Computation>;
+
+/// Limits on sizes a user may ask for (a tensor above 2^31 elements is absurd here).
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
+inline constexpr int64_t kMaxExtent = int64_t(1) << 20;
+
+/// C[m,n] = sum_k A[m,k] * B[k,n], written as LoopTune's loop_tool graphs are: the product
+/// is reduced into a temporary T and a second statement writes T to the output C.
+Computation make_matmul(int64_t m, int64_t n, int64_t k, std::string name = "");
+
+/// Y[n,co,ho,wo] = sum_{ci,kh,kw} X[n,ci,ho+kh,wo+kw] * W[co,ci,kh,kw] (valid padding,
+/// stride 1), reduced into T and written to Y like make_matmul.
+Computation make_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
+                        int64_t kw, std::string name = "");
+
+/// C[m,n] = A[m,n] + B[m,n].
+Computation make_elementwise_add(int64_t m, int64_t n, std::string name = "");
+
+std::string format_affine(const Computation &c, const Affine &a);
+std::string format_access(const Computation &c, const Access &a);
+std::string format_expr(const Computation &c, const Expr &e);
+std::string format_stmt(const Computation &c, const Statement &s);
+
+}  // namespace looptool

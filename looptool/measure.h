@@ -1,0 +1,55 @@
+// Honest measurement of a kernel (docs/measurement.md): one thread pinned to one core,
+// 64-byte aligned buffers with random inputs, warm-up calls, then repeated calls until both a
+// minimum time and a minimum count are reached; median and min GFLOPS and the coefficient of
+// variation. A time cap cuts off pathologically slow schedules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "looptool/interpreter.h"
+#include "looptool/jit.h"
+
+namespace looptool {
+
+struct MeasureOptions {
+    int warmup = 3;             ///< calls before timing
+    int min_runs = 10;          ///< timed calls, at least
+    double min_time_s = 0.05;   ///< total timed seconds, at least
+    int max_runs = 100000;      ///< stop here even if min_time_s is not reached
+    double time_cap_s = 2.0;    ///< total budget; past it the kernel is cancelled
+    int pin_core = -1;          ///< core to pin to; -1: the core the thread is on now
+};
+
+struct Measurement {
+    double median_gflops = 0;
+    double max_gflops = 0;      ///< from the fastest call
+    double median_s = 0;
+    double min_s = 0;
+    double cv = 0;              ///< coefficient of variation of the call times
+    int runs = 0;
+    bool timed_out = false;     ///< cut off by the time cap; figures are then a lower bound
+};
+
+/// Times `fn` on `buffers` (see KernelFn); FLOPs are c.flops() (2*m*n*k for a matmul).
+Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
+                           const MeasureOptions &options = {});
+
+/// Pins the calling thread to `core` (-1: its current core). Returns the core, or -1 if
+/// pinning is not possible here.
+int pin_to_core(int core = -1);
+
+struct PeakResult {
+    double gflops = 0;
+    std::string isa;  ///< "avx512", "avx2" or "sse"
+};
+
+/// Single-core FP32 peak from independent FMA chains in the widest vector ISA the CPU has.
+PeakResult measure_peak_gflops(double seconds = 0.3);
+
+/// MAX_GFLOPS from the environment if set (as in LoopTune), else the stored peak for this
+/// machine (~/.cache/looptune/peak.json, written by `looptool peak`), else measured now and
+/// stored.
+double max_gflops();
+
+}  // namespace looptool

@@ -1,0 +1,33 @@
+// Text forms of a Program:
+//  - dump():      the readable loop tree in loop_tool's style, with the cursor marked;
+//  - serialize(): our exact, round-tripping serialization (computation, schedule, cursor);
+//  - parse_program(): its inverse. Format: docs/formats.md.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "looptool/loop_tree.h"
+
+namespace looptool {
+
+/// for m in 28 : L0
+///  for m' in 4 r 2 : L1 [unroll] <<<<<< cursor
+///   T[m, n] += A[m, k] * B[k, n]
+std::string dump(const Program &p, bool show_cursor = true);
+
+std::string serialize(const Program &p);
+
+/// Parses serialize()'s output. Throws Error naming `source` and the line on any problem.
+Program parse_program(std::string_view text, const std::string &source = "<text>");
+
+/// Reads a benchmark file in either format: ours (first line `looptool-program`) or
+/// loop_tool's serialized IR (LoopTune's benchmark files). Throws Error naming the file.
+Program load_program_file(const std::string &path);
+
+/// Writes via a temporary file and rename, so a failure never leaves a half-written file.
+void write_file_atomically(const std::string &path, std::string_view content);
+
+std::string read_file(const std::string &path);
+
+}  // namespace looptool
