@@ -1,0 +1,1 @@
+// Filled in by the JIT / measurement work (issue 3).
