@@ -1,0 +1,30 @@
+// A dataset: a directory of benchmark files (ours or LoopTune's format), with a deterministic,
+// seeded train/test split (90/10 by default, as LoopTune) in which LoopTune's 25 test
+// benchmarks always fall in the test split.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace looptune {
+
+enum class Split { Train, Test, All };
+Split parse_split(const std::string &name);  // "train" | "test" | "all"; throws looptool::Error
+
+struct Dataset {
+    std::string dir;
+    std::vector<std::string> train, test;  // file paths, sorted by name
+
+    /// Lists regular files of `dir` (sorted), then splits them: the names in
+    /// `forced_test` go to test; of the rest, a seeded shuffle puts round(test_fraction*N) -
+    /// |forced in dir| (at least 0) in test. Throws looptool::Error for a missing or empty dir.
+    static Dataset load(const std::string &dir, uint64_t seed = 0, double test_fraction = 0.1,
+                        const std::vector<std::string> &forced_test = looptune_test_names());
+    std::vector<std::string> files(Split s) const;
+
+    /// The 25 benchmark names of LoopTune's final evaluation (results/test.csv).
+    static std::vector<std::string> looptune_test_names();
+};
+
+}  // namespace looptune

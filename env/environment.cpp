@@ -1,0 +1,150 @@
+#include "env/environment.h"
+
+#include <fmt/format.h>
+
+#include "env/observations.h"
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+
+namespace looptune {
+
+using namespace looptool;
+
+Environment::Environment(EnvConfig config)
+    : config_(std::move(config)), space_(ActionSpace::preset(config_.action_space)) {
+    if (config_.max_steps < 1) throw Error("max_steps must be at least 1");
+    if (config_.max_loops < 1) throw Error("max_loops must be at least 1");
+    jit_ = Jit::create();
+    max_gflops_ = config_.max_gflops > 0 ? config_.max_gflops : looptool::max_gflops();
+    if (!config_.store_path.empty()) {
+        store_ = MeasurementStore::open(config_.store_path);
+        machine_ = machine_fingerprint(max_gflops_);
+    }
+}
+
+Environment::~Environment() = default;
+
+void Environment::reset(const std::string &benchmark_path) {
+    Program p = load_program_file(benchmark_path);
+    reset(Program::naive(p.comp));
+}
+
+void Environment::reset(const Program &program) {
+    const bool same_computation =
+        program_.comp && (program_.comp == program.comp || *program_.comp == *program.comp);
+    program_ = program;
+    if (!same_computation) {
+        buffers_ = make_buffers(*program_.comp, 1);
+        cache_.clear();
+        if (config_.verify) {
+            reference_ = buffers_;
+            run_reference(*program_.comp, reference_);
+        }
+    }
+    steps_ = 0;
+    history_.clear();
+    gflops_ = evaluate(program_);
+}
+
+double Environment::evaluate(const Program &p, StepInfo *info) {
+    StepInfo local;
+    StepInfo &out = info ? *info : local;
+    out.measured = true;
+    const std::string key = schedule_key(p);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+        ++counters_.cache_hits;
+        out.from_cache = true;
+        return out.gflops = it->second;
+    }
+    if (store_) {
+        if (auto m = store_->lookup(p.comp->name, key, machine_)) {
+            ++counters_.store_hits;
+            out.from_cache = true;
+            cache_[key] = m->median_gflops;
+            return out.gflops = m->median_gflops;
+        }
+    }
+    Kernel k = jit_->compile(p);
+    if (!k.cached) ++counters_.compiles;
+    out.compile_ms = k.compile_ms;
+    if (config_.verify && !k.cached) {
+        Buffers got = buffers_;
+        int32_t cancel = 0;
+        k.fn(got.pointers().data(), &cancel);
+        Comparison cmp = compare_outputs(*p.comp, reference_, got);
+        ++counters_.verified;
+        if (!cmp.ok)
+            throw InternalError(fmt::format("JIT kernel differs from the reference: {}\n{}",
+                                            cmp.first_mismatch, dump(p, false)));
+    }
+    Measurement m = measure_kernel(k.fn, *p.comp, buffers_, config_.measure);
+    ++counters_.measurements;
+    out.timed_out = m.timed_out;
+    cache_[key] = m.median_gflops;
+    if (store_ && !m.timed_out) store_->put(p.comp->name, key, machine_, {m.median_gflops, m.runs, m.cv});
+    return out.gflops = m.median_gflops;
+}
+
+StepResult Environment::step(Action a) {
+    if (!program_.comp) throw Error("step() before reset()");
+    if (space_.index_of(a) < 0)
+        throw Error(fmt::format("action {} is not in the action space '{}'", action_name(a),
+                                space_.name));
+    Program next = apply(program_, a);  // throws for an illegal action
+    StepResult r;
+    const bool moves_only = a == Action::Up || a == Action::Down;
+    program_ = std::move(next);
+    if (moves_only) {
+        r.info.gflops = gflops_;
+    } else {
+        double g = evaluate(program_, &r.info);
+        r.reward = (g - gflops_) / max_gflops_;
+        gflops_ = g;
+    }
+    history_.push_back(a);
+    r.info.step = ++steps_;
+    r.done = steps_ >= config_.max_steps;
+    return r;
+}
+
+StepResult Environment::step_index(int i) {
+    if (i < 0 || size_t(i) >= space_.size())
+        throw Error(fmt::format("action index {} out of range (0..{})", i, space_.size() - 1));
+    return step(space_.actions[size_t(i)]);
+}
+
+std::vector<bool> Environment::action_mask() const { return looptool::action_mask(program_, space_); }
+
+double Environment::runtime_s() const {
+    return gflops_ > 0 ? program_.comp->flops() / (gflops_ * 1e9) : 0;
+}
+
+Observation Environment::observe(const std::string &space) const {
+    if (!program_.comp) throw Error("observe() before reset()");
+    Observation o;
+    o.space = space;
+    if (space == "runtime") {
+        o.scalar = runtime_s();
+    } else if (space == "flops") {
+        o.scalar = gflops_;
+    } else if (space == "ir") {
+        o.kind = Observation::Kind::Text;
+        o.text = serialize(program_);
+    } else if (space == "loop_tree") {
+        o.kind = Observation::Kind::Text;
+        o.text = dump(program_);
+    } else if (space == "loops_tensor") {
+        return loops_tensor(program_, config_.max_loops);
+    } else if (space == "stride_tensor") {
+        return stride_tensor(program_);
+    } else if (space == "prev_actions_tensor") {
+        return prev_actions_tensor(history_, space_);
+    } else {
+        std::string known;
+        for (const auto &n : observation_space_names()) known += (known.empty() ? "" : ", ") + n;
+        throw Error(fmt::format("unknown observation space '{}' (known: {})", space, known));
+    }
+    return o;
+}
+
+}  // namespace looptune

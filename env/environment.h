@@ -1,0 +1,106 @@
+// The RL environment, in the Gym style: reset(benchmark), step(action) -> reward, done,
+// info; action_mask(); observe(space).
+//
+// Episodes start from the benchmark's naive nest with the cursor on the first loop and last
+// `max_steps` actions (10, as LoopTune). The reward is (G_t - G_{t-1}) / MAX_GFLOPS, where
+// G is the measured GFLOPS of the schedule (docs/measurement.md). Cursor moves need no
+// measurement. Illegal actions throw looptool::Error: agents use the mask.
+//
+// One Environment per thread: it owns its JIT, buffers and store connection.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "env/measurement_store.h"
+#include "env/observations.h"
+#include "looptool/actions.h"
+#include "looptool/interpreter.h"
+#include "looptool/jit.h"
+#include "looptool/measure.h"
+
+namespace looptune {
+
+struct EnvConfig {
+    std::string action_space = "looptune";  ///< preset: looptune or full
+    int max_steps = 10;                     ///< actions per episode
+    int max_loops = 10;                     ///< rows of loops_tensor
+    std::string store_path;                 ///< SQLite measurement store; empty: none
+    bool verify = false;                    ///< check each new kernel against the reference
+    double max_gflops = 0;                  ///< the reward's roof; 0: looptool::max_gflops()
+    /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
+    looptool::MeasureOptions measure{.warmup = 2, .min_runs = 5, .min_time_s = 0.01,
+                                     .max_runs = 1000, .time_cap_s = 1.0, .pin_core = -1};
+};
+
+struct StepInfo {
+    bool measured = false;       ///< the schedule changed and its GFLOPS were looked up
+    bool from_cache = false;     ///< ... found in the in-memory cache or the store
+    double gflops = 0;           ///< G_t
+    double compile_ms = 0;       ///< 0 unless compiled in this step
+    bool timed_out = false;
+    int step = 0;
+};
+
+struct StepResult {
+    double reward = 0;
+    bool done = false;
+    StepInfo info;
+};
+
+class Environment {
+public:
+    explicit Environment(EnvConfig config = {});
+    ~Environment();
+
+    /// Starts an episode on the naive nest of `benchmark` (a file in either format).
+    void reset(const std::string &benchmark_path);
+    /// Starts an episode on `program` as given (its schedule and cursor).
+    void reset(const looptool::Program &program);
+
+    StepResult step(looptool::Action a);
+    /// step() by index into the action space.
+    StepResult step_index(int action_index);
+
+    std::vector<bool> action_mask() const;
+    Observation observe(const std::string &space) const;
+
+    const looptool::Program &program() const { return program_; }
+    const looptool::ActionSpace &action_space() const { return space_; }
+    const EnvConfig &config() const { return config_; }
+    double gflops() const { return gflops_; }
+    double runtime_s() const;
+    double max_gflops() const { return max_gflops_; }
+    int steps_taken() const { return steps_; }
+    const std::vector<looptool::Action> &history() const { return history_; }
+
+    /// GFLOPS of any program of the current benchmark (measured, or a cache/store lookup),
+    /// without changing the episode. Searches use this.
+    double evaluate(const looptool::Program &p, StepInfo *info = nullptr);
+
+    struct Counters {
+        int64_t compiles = 0, measurements = 0, cache_hits = 0, store_hits = 0, verified = 0;
+    };
+    const Counters &counters() const { return counters_; }
+
+private:
+    EnvConfig config_;
+    looptool::ActionSpace space_;
+    std::unique_ptr<looptool::Jit> jit_;
+    std::unique_ptr<MeasurementStore> store_;
+    std::string machine_;
+    double max_gflops_ = 0;
+
+    looptool::Program program_;
+    looptool::Buffers buffers_;
+    looptool::Buffers reference_;  // outputs of run_reference, when verifying
+    std::unordered_map<std::string, double> cache_;  // schedule_key -> GFLOPS
+    double gflops_ = 0;
+    int steps_ = 0;
+    std::vector<looptool::Action> history_;
+    Counters counters_;
+};
+
+}  // namespace looptune

@@ -1,0 +1,78 @@
+// The persistent measurement store: every measurement in SQLite, keyed by benchmark,
+// canonical schedule (schedule_key) and machine fingerprint, so a run of the same schedule
+// on the same machine is a lookup. Schema and concurrency model: docs/store.md.
+//
+// Concurrency: the file is in WAL mode with a busy timeout, so several processes and threads
+// may read and write one store at once. A MeasurementStore object is one SQLite connection
+// and is internally synchronised (a mutex around every call), so sharing one between threads
+// is safe but serialises them; threads that write often should each open their own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace looptune {
+
+struct StoredMeasurement {
+    double median_gflops = 0;
+    int runs = 0;
+    double cv = 0;
+    int64_t timestamp = 0;  ///< Unix seconds of the put; put() fills it in when 0
+};
+
+/// CPU model from /proc/cpuinfo and the peak rounded to whole GFLOPS, e.g.
+/// "AMD EPYC 9R45 96-Core Processor|peak=226".
+std::string machine_fingerprint(double peak_gflops);
+
+class MeasurementStore {
+public:
+    /// The schema version this code writes; open() refuses files with a newer one.
+    static constexpr int kSchemaVersion = 1;
+
+    /// Opens the store at `path`, creating it when missing (unless `create` is false).
+    /// Throws looptool::Error, naming the path, for a file that is not SQLite, a corrupt one,
+    /// a SQLite database that is not a looptune store, or a newer schema version.
+    static std::unique_ptr<MeasurementStore> open(const std::string &path, bool create = true);
+    ~MeasurementStore();
+    MeasurementStore(const MeasurementStore &) = delete;
+    MeasurementStore &operator=(const MeasurementStore &) = delete;
+
+    const std::string &path() const;
+
+    std::optional<StoredMeasurement> lookup(const std::string &benchmark,
+                                            const std::string &schedule,
+                                            const std::string &machine);
+    /// Inserts or replaces, in its own committed transaction.
+    void put(const std::string &benchmark, const std::string &schedule,
+             const std::string &machine, const StoredMeasurement &m);
+
+    struct MachineStats {
+        std::string machine;
+        int64_t measurements = 0, benchmarks = 0;
+        double best_gflops = 0;
+    };
+    struct Stats {
+        std::string path;
+        int schema_version = 0;
+        int64_t measurements = 0, benchmarks = 0, machines = 0;
+        double best_gflops = 0;
+        std::string best_benchmark;  ///< where best_gflops was measured
+        std::vector<MachineStats> per_machine;  ///< sorted by machine
+    };
+    Stats stats();
+
+    /// Copies every row of the store at `other_path` into this one, in one transaction; rows
+    /// whose key is already here are kept as they are. Returns the number of rows added.
+    /// Throws looptool::Error if `other_path` is missing, not a store, or this same file.
+    int64_t merge_from(const std::string &other_path);
+
+private:
+    struct Impl;
+    explicit MeasurementStore(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace looptune
