@@ -1,0 +1,87 @@
+// Search baselines over the environment's action mask: greedy1/2, beam2/4 dfs/bfs, random and
+// genetic. Each is deterministic for a seed, bounded by a step limit (actions per sequence)
+// and a wall-clock budget, shares the environment's measurement cache and store, and returns
+// the best schedule with its action sequence and a best-so-far curve.
+#pragma once
+
+#include <cstdint>
+#include <unordered_set>
+#include <string>
+#include <vector>
+
+#include "env/environment.h"
+
+namespace looptune {
+
+struct SearchConfig {
+    int max_steps = 10;        ///< actions per sequence (LoopTune: 10)
+    double budget_s = 60;      ///< wall-clock budget, seconds
+    uint64_t seed = 0;         ///< random and genetic
+    int population = 16;       ///< genetic: sequences per generation
+    int generations = 1000;    ///< genetic: upper bound (the budget usually ends it first)
+    double crossover_rate = 0.7;  ///< genetic: probability a child is a crossover
+    double mutation_rate = 0.15;  ///< genetic: per-gene probability of a random action
+    int tournament = 3;        ///< genetic: tournament size
+};
+
+struct CurvePoint {
+    double seconds = 0;
+    double best_gflops = 0;
+    int64_t schedules = 0;  ///< distinct schedules measured so far
+};
+
+struct SearchResult {
+    std::string algo;
+    looptool::Program best;
+    double best_gflops = 0;
+    double base_gflops = 0;
+    std::vector<looptool::Action> actions;  ///< from the start state to `best`
+    int64_t schedules_measured = 0;         ///< distinct schedules evaluated
+    double seconds = 0;
+    bool budget_exhausted = false;
+    std::vector<CurvePoint> curve;          ///< one point per improvement
+};
+
+const std::vector<std::string> &search_algorithms();
+
+/// Runs `algo` from `start` (usually the naive nest) in `env`'s action space.
+/// Throws looptool::Error for an unknown algorithm name.
+SearchResult run_search(const std::string &algo, Environment &env, const looptool::Program &start,
+                        const SearchConfig &config);
+
+namespace detail {
+
+/// Shared bookkeeping of a search: budget, distinct schedules, best-so-far and its path.
+class SearchState {
+public:
+    SearchState(Environment &env, const looptool::Program &start, const SearchConfig &config);
+    bool out_of_time() const;
+    /// GFLOPS of `p` reached by `path` from the start; updates the best. Returns -1 when the
+    /// budget is exhausted (nothing measured).
+    double evaluate(const looptool::Program &p, const std::vector<looptool::Action> &path);
+    std::vector<looptool::Action> legal_actions(const looptool::Program &p) const;
+    SearchResult finish(std::string algo);
+    Environment &env;
+    const SearchConfig &config;
+
+private:
+    double elapsed() const;
+    looptool::Program best_;
+    double best_gflops_ = 0, base_gflops_ = 0;
+    std::vector<looptool::Action> best_path_;
+    std::vector<CurvePoint> curve_;
+    std::unordered_set<std::string> seen_;
+    int64_t distinct_ = 0;
+    bool exhausted_ = false;
+    int64_t start_ns_ = 0;
+};
+
+SearchResult greedy(Environment &env, const looptool::Program &start, const SearchConfig &c,
+                    int lookahead);
+SearchResult beam(Environment &env, const looptool::Program &start, const SearchConfig &c,
+                  int width, bool depth_first);
+SearchResult random_walks(Environment &env, const looptool::Program &start, const SearchConfig &c);
+SearchResult genetic(Environment &env, const looptool::Program &start, const SearchConfig &c);
+
+}  // namespace detail
+}  // namespace looptune
