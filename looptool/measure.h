@@ -47,6 +47,14 @@ struct PeakResult {
 /// Single-core FP32 peak from independent FMA chains in the widest vector ISA the CPU has.
 PeakResult measure_peak_gflops(double seconds = 0.3);
 
+/// The CPU's model string from /proc/cpuinfo, the key of the stored peak.
+std::string cpu_model_name();
+
+/// Stores `r` as this CPU model's peak in the cache max_gflops() reads
+/// ($XDG_CACHE_HOME/looptune/peak.json, else ~/.cache/looptune/peak.json), written
+/// atomically. Returns the file's path.
+std::string store_peak(const PeakResult &r);
+
 /// MAX_GFLOPS from the environment if set (as in LoopTune), else the stored peak for this
 /// machine (~/.cache/looptune/peak.json, written by `looptool peak`), else measured now and
 /// stored.

@@ -1,1 +1,221 @@
-// Filled in by the JIT / measurement work (issue 3).
+// The roof: single-core FP32 peak from independent FMA chains, and MAX_GFLOPS, the figure
+// rewards and "% of peak" are normalised by (as LoopTune's MAX_GFLOPS).
+#include <fmt/format.h>
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "looptool/error.h"
+#include "looptool/measure.h"
+#include "looptool/text_format.h"
+
+namespace looptool {
+
+namespace {
+
+// Each kernel runs `iters` iterations of kChains independent FMA chains. Zen 5 and Skylake-X
+// have an FMA latency of 4 cycles and 2 FMA pipes, so at least 8 chains are needed to keep both
+// pipes busy; 16 leaves slack and still fits the 32 (AVX-512) or 16 (AVX2) vector registers.
+// The chains converge (multiplier < 1), so no infinities or denormals appear.
+constexpr int kChains = 16;
+volatile float g_sink;
+
+template <typename V>
+float horizontal_sum_scalar(const V &v) {
+    const float *f = reinterpret_cast<const float *>(&v);
+    float s = 0;
+    for (size_t i = 0; i < sizeof(V) / sizeof(float); ++i) s += f[i];
+    return s;
+}
+
+__attribute__((target("avx512f"))) void fma_chains_avx512(int64_t iters) {
+    __m512 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(float(i) * 1e-3f);
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    for (int64_t it = 0; it < iters; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    __m512 s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm512_add_ps(s, acc[i]);
+    g_sink = horizontal_sum_scalar(s);
+}
+
+__attribute__((target("avx2,fma"))) void fma_chains_avx2(int64_t iters) {
+    __m256 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(float(i) * 1e-3f);
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    for (int64_t it = 0; it < iters; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    __m256 s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm256_add_ps(s, acc[i]);
+    g_sink = horizontal_sum_scalar(s);
+}
+
+// SSE has no FMA: a multiply and an add per element, still two FLOPs.
+void fma_chains_sse(int64_t iters) {
+    __m128 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm_set1_ps(float(i) * 1e-3f);
+    const __m128 a = _mm_set1_ps(0.999999f), b = _mm_set1_ps(1e-7f);
+    for (int64_t it = 0; it < iters; ++it)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm_add_ps(_mm_mul_ps(acc[i], a), b);
+    __m128 s = acc[0];
+    for (int i = 1; i < kChains; ++i) s = _mm_add_ps(s, acc[i]);
+    g_sink = horizontal_sum_scalar(s);
+}
+
+struct Isa {
+    const char *name;
+    int lanes;
+    void (*chains)(int64_t);
+};
+
+Isa widest_isa() {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return {"avx512", 16, fma_chains_avx512};
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return {"avx2", 8, fma_chains_avx2};
+    return {"sse", 4, fma_chains_sse};
+}
+
+std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            size_t colon = line.find(':');
+            if (colon != std::string::npos) {
+                size_t b = line.find_first_not_of(" \t", colon + 1);
+                return b == std::string::npos ? "" : line.substr(b);
+            }
+        }
+    return "unknown cpu";
+}
+
+std::string cache_path() {
+    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+        return std::string(xdg) + "/looptune/peak.json";
+    if (const char *home = std::getenv("HOME"); home && *home)
+        return std::string(home) + "/.cache/looptune/peak.json";
+    return "";
+}
+
+std::optional<double> env_max_gflops() {
+    const char *s = std::getenv("MAX_GFLOPS");
+    if (!s || !*s) return std::nullopt;
+    char *end = nullptr;
+    double v = std::strtod(s, &end);
+    if (end == s || *end != '\0' || !(v > 0) || !std::isfinite(v))
+        throw Error(fmt::format("MAX_GFLOPS='{}' is not a positive number", s));
+    return v;
+}
+
+/// The stored peak for this CPU model, if the cache file has one. A malformed cache file is
+/// an error (it names the file) rather than silently re-measured over.
+std::optional<double> stored_peak(const std::string &path, const std::string &model) {
+    if (path.empty() || !std::filesystem::exists(path)) return std::nullopt;
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(path));
+    } catch (const nlohmann::json::exception &e) {
+        throw Error(fmt::format("{}: malformed peak cache ({}); delete it or run `looptool peak`",
+                                path, e.what()));
+    }
+    if (!j.is_object() || !j.contains("machines") || !j["machines"].contains(model))
+        return std::nullopt;
+    const auto &entry = j["machines"][model];
+    if (!entry.contains("gflops") || !entry["gflops"].is_number() ||
+        !(entry["gflops"].get<double>() > 0))
+        throw Error(fmt::format("{}: entry for '{}' has no positive \"gflops\"", path, model));
+    return entry["gflops"].get<double>();
+}
+
+}  // namespace
+
+std::string cpu_model_name() { return cpu_model(); }
+
+namespace {
+// The answer for the current cache path, so the environment's per-step rewards do not re-read
+// (or worse, re-measure) it. Keyed by path so a changed XDG_CACHE_HOME/HOME is honoured.
+std::mutex g_known_mu;
+std::string g_known_path;
+double g_known = 0;
+}  // namespace
+
+namespace {
+std::string store_peak_unlocked(const PeakResult &r) {
+    const std::string path = cache_path(), model = cpu_model();
+    if (path.empty()) throw Error("peak: neither XDG_CACHE_HOME nor HOME is set; nowhere to store");
+    nlohmann::json j = nlohmann::json::object();
+    if (std::filesystem::exists(path)) {
+        try {
+            j = nlohmann::json::parse(read_file(path));
+        } catch (const nlohmann::json::exception &) {
+            j = nlohmann::json::object();  // replaced by a well-formed file below
+        }
+        if (!j.is_object()) j = nlohmann::json::object();
+    }
+    j["machines"][model] = {{"gflops", r.gflops}, {"isa", r.isa}};
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    if (ec) throw Error(fmt::format("{}: cannot create directory: {}", path, ec.message()));
+    write_file_atomically(path, j.dump(2) + "\n");
+    return path;
+}
+}  // namespace
+
+std::string store_peak(const PeakResult &r) {
+    std::lock_guard<std::mutex> lock(g_known_mu);
+    std::string path = store_peak_unlocked(r);
+    g_known_path = path;
+    g_known = r.gflops;
+    return path;
+}
+
+PeakResult measure_peak_gflops(double seconds) {
+    if (!(seconds > 0)) throw Error(fmt::format("peak: --seconds must be positive, got {}", seconds));
+    Isa isa = widest_isa();
+    // Calls of ~1 ms at peak, timed like a kernel: pinned, warm-ups (which also bring the core
+    // to its FMA frequency), median of the calls.
+    const int64_t iters = 16384;
+    const double flops_per_call = double(iters) * kChains * isa.lanes * 2;
+    Computation dummy;  // measure_kernel needs only flops(); a zero-statement computation
+    Buffers none;
+    static thread_local void (*current)(int64_t) = nullptr;
+    static thread_local int64_t current_iters = 0;
+    current = isa.chains;
+    current_iters = iters;
+    KernelFn fn = [](float *const *, const volatile int32_t *) { current(current_iters); };
+    MeasureOptions o;
+    o.warmup = 20;
+    o.min_runs = 20;
+    o.min_time_s = seconds;
+    o.time_cap_s = std::max(4 * seconds, 2.0);
+    Measurement m = measure_kernel(fn, dummy, none, o);
+    double s = m.median_s;
+    return {s > 0 ? flops_per_call / s * 1e-9 : 0.0, isa.name};
+}
+
+double max_gflops() {
+    if (auto v = env_max_gflops()) return *v;
+    std::lock_guard<std::mutex> lock(g_known_mu);
+    const std::string path = cache_path();
+    if (g_known > 0 && g_known_path == path) return g_known;
+    double v;
+    if (auto stored = stored_peak(path, cpu_model())) {
+        v = *stored;
+    } else {
+        PeakResult r = measure_peak_gflops();
+        if (!path.empty()) store_peak_unlocked(r);
+        v = r.gflops;
+    }
+    g_known_path = path;
+    g_known = v;
+    return v;
+}
+
+}  // namespace looptool

@@ -1,0 +1,218 @@
+// Measurement protocol and the MAX_GFLOPS roof. Nothing here asserts a speed: only that the
+// protocol's counts, flags and bounds hold (speed figures live in benchmarks/).
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "looptool/error.h"
+#include "looptool/measure.h"
+#include "looptool/text_format.h"
+
+namespace looptool {
+namespace {
+
+// C = A + B over 64x64 in the Buffers layout of make_elementwise_add (A, B, C).
+void add_kernel(float *const *buf, const volatile int32_t *cancel) {
+    for (int i = 0; i < 64 * 64; ++i) buf[2][i] = buf[0][i] + buf[1][i];
+}
+
+// Never finishes on its own: returns only when the cancel flag is raised.
+void spin_until_cancelled(float *const *, const volatile int32_t *cancel) {
+    while (*cancel == 0) {
+    }
+}
+
+// Runs about 20 ms per call, honouring the cancel flag like a JIT kernel.
+void slow_kernel(float *const *, const volatile int32_t *cancel) {
+    auto t0 = std::chrono::steady_clock::now();
+    while (*cancel == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20)) {
+    }
+}
+
+struct EnvVar {
+    std::string name;
+    std::string old;
+    bool had;
+    EnvVar(std::string n, const char *value) : name(std::move(n)) {
+        const char *o = std::getenv(name.c_str());
+        had = o != nullptr;
+        if (had) old = o;
+        if (value)
+            setenv(name.c_str(), value, 1);
+        else
+            unsetenv(name.c_str());
+    }
+    ~EnvVar() {
+        if (had)
+            setenv(name.c_str(), old.c_str(), 1);
+        else
+            unsetenv(name.c_str());
+    }
+};
+
+TEST(Measure, TrivialKernelMeetsTheProtocol) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.min_runs = 25;
+    o.min_time_s = 0.01;
+    Measurement m = measure_kernel(add_kernel, c, b, o);
+    EXPECT_FALSE(m.timed_out);
+    EXPECT_GE(m.runs, o.min_runs);
+    EXPECT_LE(m.runs, o.max_runs);
+    EXPECT_GE(m.cv, 0.0);
+    EXPECT_GT(m.median_s, 0.0);
+    EXPECT_LE(m.min_s, m.median_s);
+    EXPECT_GE(m.max_gflops, m.median_gflops);
+    EXPECT_NEAR(m.median_gflops, c.flops() / m.median_s * 1e-9, 1e-9 * m.median_gflops);
+    // The kernel really ran on the buffers.
+    EXPECT_FLOAT_EQ(b.data[2][17], b.data[0][17] + b.data[1][17]);
+}
+
+TEST(Measure, MaxRunsCapsTheCount) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.min_runs = 5;
+    o.max_runs = 7;
+    o.min_time_s = 10.0;  // never reached: max_runs stops first
+    Measurement m = measure_kernel(add_kernel, c, b, o);
+    EXPECT_EQ(m.runs, 7);
+    EXPECT_FALSE(m.timed_out);
+}
+
+TEST(Measure, SpinningKernelIsCancelledAtTheCap) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.time_cap_s = 0.2;
+    auto t0 = std::chrono::steady_clock::now();
+    Measurement m = measure_kernel(spin_until_cancelled, c, b, o);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(m.timed_out);
+    EXPECT_EQ(m.runs, 0);
+    EXPECT_GE(elapsed, 0.2);
+    EXPECT_LT(elapsed, 0.2 + 1.5);  // generous slack for a loaded machine
+    // No call completed: the time is a lower bound (at least the cap).
+    EXPECT_GE(m.median_s, 0.2);
+    EXPECT_GT(m.median_gflops, 0.0);
+}
+
+TEST(Measure, SlowKernelStopsWithinTheCapAndKeepsCompletedCalls) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.warmup = 1;
+    o.min_runs = 1000;  // 20 s worth: the cap must end it
+    o.time_cap_s = 0.3;
+    auto t0 = std::chrono::steady_clock::now();
+    Measurement m = measure_kernel(slow_kernel, c, b, o);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(m.timed_out);
+    EXPECT_GE(m.runs, 1);
+    EXPECT_LT(m.runs, 1000);
+    EXPECT_LT(elapsed, 0.3 + 1.5);
+    EXPECT_GE(m.min_s, 0.019);
+}
+
+TEST(Measure, BadOptionsAreErrors) {
+    Computation c = make_elementwise_add(8, 8);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.min_runs = 0;
+    EXPECT_THROW(measure_kernel(add_kernel, c, b, o), Error);
+    o = {};
+    o.time_cap_s = 0;
+    EXPECT_THROW(measure_kernel(add_kernel, c, b, o), Error);
+    EXPECT_THROW(measure_kernel(nullptr, c, b), Error);
+    Buffers wrong = make_buffers(make_elementwise_add(4, 4), 3);
+    EXPECT_THROW(measure_kernel(add_kernel, c, wrong), Error);
+}
+
+TEST(Measure, CallerAffinityIsRestored) {
+    cpu_set_t before, after;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.min_time_s = 0.001;
+    measure_kernel(add_kernel, c, b, o);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+    EXPECT_TRUE(CPU_EQUAL(&before, &after));
+}
+
+TEST(Measure, PinToCoreUsesAnAllowedCore) {
+    cpu_set_t saved;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+    int core = pin_to_core();
+    ASSERT_GE(core, 0);
+    EXPECT_TRUE(CPU_ISSET(core, &saved));
+    cpu_set_t now;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+    EXPECT_EQ(CPU_COUNT(&now), 1);
+    EXPECT_TRUE(CPU_ISSET(core, &now));
+    sched_setaffinity(0, sizeof(saved), &saved);
+}
+
+TEST(Peak, IsPositiveAndNamesAnIsa) {
+    PeakResult r = measure_peak_gflops(0.05);
+    EXPECT_GT(r.gflops, 0.0);
+    EXPECT_TRUE(r.isa == "avx512" || r.isa == "avx2" || r.isa == "sse") << r.isa;
+    EXPECT_THROW(measure_peak_gflops(0), Error);
+}
+
+TEST(Peak, MaxGflopsEnvOverrideIsHonoured) {
+    EnvVar v("MAX_GFLOPS", "123.5");
+    EXPECT_DOUBLE_EQ(max_gflops(), 123.5);
+    EnvVar bad("MAX_GFLOPS", "fast");
+    EXPECT_THROW(max_gflops(), Error);
+    EnvVar neg("MAX_GFLOPS", "-4");
+    EXPECT_THROW(max_gflops(), Error);
+}
+
+TEST(Peak, StoredPeakIsWrittenAndReadBack) {
+    auto dir = std::filesystem::temp_directory_path() /
+               ("looptune_peak_test_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    EnvVar env("MAX_GFLOPS", nullptr);
+    {
+        EnvVar cache("XDG_CACHE_HOME", (dir / "a").c_str());
+        std::string path = store_peak({77.25, "avx2"});
+        EXPECT_EQ(path, (dir / "a" / "looptune" / "peak.json").string());
+        std::string text = read_file(path);
+        EXPECT_NE(text.find(cpu_model_name()), std::string::npos) << text;
+        EXPECT_DOUBLE_EQ(max_gflops(), 77.25);
+        // The environment variable still wins over the stored value.
+        EnvVar over("MAX_GFLOPS", "300");
+        EXPECT_DOUBLE_EQ(max_gflops(), 300.0);
+    }
+    {
+        // A file written by another process (not through store_peak) is read, by CPU model.
+        EnvVar cache("XDG_CACHE_HOME", (dir / "b").c_str());
+        std::filesystem::create_directories(dir / "b" / "looptune");
+        write_file_atomically((dir / "b" / "looptune" / "peak.json").string(),
+                              "{\"machines\": {\"" + cpu_model_name() + "\": {\"gflops\": 55.5}}}");
+        EXPECT_DOUBLE_EQ(max_gflops(), 55.5);
+    }
+    {
+        // A malformed file is an error naming it, never a silent zero.
+        EnvVar cache("XDG_CACHE_HOME", (dir / "c").c_str());
+        std::filesystem::create_directories(dir / "c" / "looptune");
+        write_file_atomically((dir / "c" / "looptune" / "peak.json").string(), "{not json");
+        try {
+            max_gflops();
+            ADD_FAILURE() << "no error for a malformed peak file";
+        } catch (const Error &e) {
+            EXPECT_NE(std::string(e.what()).find("peak.json"), std::string::npos) << e.what();
+        }
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace looptool
