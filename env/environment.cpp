@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "env/observations.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
@@ -36,10 +39,7 @@ void Environment::reset(const Program &program) {
     if (!same_computation) {
         buffers_ = make_buffers(*program_.comp, 1);
         cache_.clear();
-        if (config_.verify) {
-            reference_ = buffers_;
-            run_reference(*program_.comp, reference_);
-        }
+        have_reference_ = false;
     }
     steps_ = 0;
     history_.clear();
@@ -68,11 +68,7 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
     if (!k.cached) ++counters_.compiles;
     out.compile_ms = k.compile_ms;
     if (config_.verify && !k.cached) {
-        Buffers got = buffers_;
-        int32_t cancel = 0;
-        k.fn(got.pointers().data(), &cancel);
-        Comparison cmp = compare_outputs(*p.comp, reference_, got);
-        ++counters_.verified;
+        Comparison cmp = verify(p);
         if (!cmp.ok)
             throw InternalError(fmt::format("JIT kernel differs from the reference: {}\n{}",
                                             cmp.first_mismatch, dump(p, false)));
@@ -83,6 +79,37 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
     cache_[key] = m.median_gflops;
     if (store_ && !m.timed_out) store_->put(p.comp->name, key, machine_, {m.median_gflops, m.runs, m.cv});
     return out.gflops = m.median_gflops;
+}
+
+namespace {
+// The inputs of `b` with every other tensor filled with `fill`.
+Buffers with_inputs_of(const Computation &c, const Buffers &b, float fill) {
+    Buffers out = b;
+    for (size_t t = 0; t < c.tensors.size(); ++t)
+        if (c.tensors[t].kind != TensorKind::Input)
+            std::fill(out.data[t].begin(), out.data[t].end(), fill);
+    return out;
+}
+}  // namespace
+
+void Environment::ensure_reference() {
+    if (have_reference_) return;
+    reference_ = with_inputs_of(*program_.comp, buffers_, 0.0f);
+    run_reference(*program_.comp, reference_);
+    have_reference_ = true;
+}
+
+Comparison Environment::verify(const Program &p, double tolerance) {
+    if (!program_.comp || !(*p.comp == *program_.comp))
+        throw Error("verify(): the program is not of the current benchmark");
+    ensure_reference();
+    // NaN in every non-input tensor: an element the kernel fails to write, or a temporary it
+    // fails to zero, shows up as a mismatch.
+    Buffers got = with_inputs_of(*p.comp, buffers_, std::numeric_limits<float>::quiet_NaN());
+    int32_t cancel = 0;
+    jit_->compile(p).fn(got.pointers().data(), &cancel);
+    ++counters_.verified;
+    return compare_outputs(*p.comp, reference_, got, tolerance);
 }
 
 StepResult Environment::step(Action a) {

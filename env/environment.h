@@ -80,6 +80,10 @@ public:
     /// without changing the episode. Searches use this.
     double evaluate(const looptool::Program &p, StepInfo *info = nullptr);
 
+    /// Runs p's JIT kernel on fresh random inputs and compares its outputs with the reference
+    /// interpreter (computed once per computation).
+    looptool::Comparison verify(const looptool::Program &p, double tolerance = 1e-4);
+
     struct Counters {
         int64_t compiles = 0, measurements = 0, cache_hits = 0, store_hits = 0, verified = 0;
     };
@@ -95,7 +99,9 @@ private:
 
     looptool::Program program_;
     looptool::Buffers buffers_;
-    looptool::Buffers reference_;  // outputs of run_reference, when verifying
+    looptool::Buffers reference_;  // outputs of run_reference on buffers_'s inputs
+    bool have_reference_ = false;
+    void ensure_reference();
     std::unordered_map<std::string, double> cache_;  // schedule_key -> GFLOPS
     double gflops_ = 0;
     int steps_ = 0;
