@@ -13,6 +13,7 @@ using Run = std::function<int()>;
 
 Run add_generate(CLI::App &app);
 Run add_read(CLI::App &app);
+Run add_store(CLI::App &app);
 Run add_peak(CLI::App &app);
 
 /// Prints `j` as one JSON document on stdout.

@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
     std::map<std::string, Run> runs;
     runs["generate"] = add_generate(app);
     runs["read"] = add_read(app);
+    runs["store"] = add_store(app);
     runs["peak"] = add_peak(app);
     try {
         app.parse(argc, argv);

@@ -16,9 +16,12 @@ struct Dataset {
     std::string dir;
     std::vector<std::string> train, test;  // file paths, sorted by name
 
-    /// Lists regular files of `dir` (sorted), then splits them: the names in
-    /// `forced_test` go to test; of the rest, a seeded shuffle puts round(test_fraction*N) -
-    /// |forced in dir| (at least 0) in test. Throws looptool::Error for a missing or empty dir.
+    /// Lists the regular files of `dir` (sorted by name; hidden files and write_file_atomically's
+    /// `*.tmp.*` leftovers skipped), then splits them: files whose name (or name without
+    /// extension) is in `forced_test` go to test; of the rest, a seeded Fisher-Yates shuffle
+    /// (std::mt19937_64, so the same on every standard library) puts
+    /// max(0, round(test_fraction*N) - |forced in dir|) in test. Throws looptool::Error for a
+    /// missing or empty dir, or a test_fraction outside [0, 1].
     static Dataset load(const std::string &dir, uint64_t seed = 0, double test_fraction = 0.1,
                         const std::vector<std::string> &forced_test = looptune_test_names());
     std::vector<std::string> files(Split s) const;

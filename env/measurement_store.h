@@ -64,6 +64,11 @@ public:
     };
     Stats stats();
 
+    /// SQLite's full integrity check (reads every page; slow on a large store). Returns the
+    /// problems found, empty when the store is sound. open() only checks the header, schema
+    /// and metadata; damage elsewhere surfaces as looptool::Error from the query that reads it.
+    std::vector<std::string> check();
+
     /// Copies every row of the store at `other_path` into this one, in one transaction; rows
     /// whose key is already here are kept as they are. Returns the number of rows added.
     /// Throws looptool::Error if `other_path` is missing, not a store, or this same file.

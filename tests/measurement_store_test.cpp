@@ -1,0 +1,324 @@
+#include "env/measurement_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "looptool/error.h"
+
+namespace looptune {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MeasurementStoreTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string tmpl = (fs::temp_directory_path() / "looptune_store_XXXXXX").string();
+        ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+        dir_ = tmpl;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::string path(const std::string &name) const { return (dir_ / name).string(); }
+
+    /// Expects open() to throw looptool::Error whose message names `p` and contains `what`.
+    static void expect_rejected(const std::string &p, const std::string &what) {
+        try {
+            MeasurementStore::open(p);
+            ADD_FAILURE() << p << " was accepted";
+        } catch (const looptool::Error &e) {
+            std::string msg = e.what();
+            EXPECT_NE(msg.find(p), std::string::npos) << msg;
+            EXPECT_NE(msg.find(what), std::string::npos) << msg;
+        }
+    }
+
+    /// Runs one SQL statement on a raw connection; returns the first column of the first row.
+    static std::string raw_query(const std::string &p, const std::string &sql) {
+        sqlite3 *db = nullptr;
+        EXPECT_EQ(sqlite3_open(p.c_str(), &db), SQLITE_OK);
+        std::string out;
+        sqlite3_stmt *s = nullptr;
+        EXPECT_EQ(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+        int rc = sqlite3_step(s);
+        EXPECT_TRUE(rc == SQLITE_ROW || rc == SQLITE_DONE) << sqlite3_errmsg(db);
+        if (rc == SQLITE_ROW && sqlite3_column_text(s, 0))
+            out = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+        return out;
+    }
+
+    fs::path dir_;
+};
+
+TEST_F(MeasurementStoreTest, RoundTripAcrossReopen) {
+    const std::string p = path("s.db");
+    {
+        auto s = MeasurementStore::open(p);
+        EXPECT_FALSE(s->lookup("mm64_64_64", "sched-a", "m1").has_value());
+        s->put("mm64_64_64", "sched-a", "m1", {.median_gflops = 12.5, .runs = 7, .cv = 0.03, .timestamp = 0});
+        s->put("mm64_64_64", "sched-a", "m2", {.median_gflops = 99.0, .runs = 3, .cv = 0.5, .timestamp = 1234});
+        s->put("mm64_64_64", "sched-b", "m1", {.median_gflops = 20.0, .runs = 5, .cv = 0.01, .timestamp = 0});
+    }
+    auto s = MeasurementStore::open(p, /*create=*/false);
+    auto a = s->lookup("mm64_64_64", "sched-a", "m1");
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(a->median_gflops, 12.5);
+    EXPECT_EQ(a->runs, 7);
+    EXPECT_EQ(a->cv, 0.03);
+    EXPECT_GT(a->timestamp, 1'600'000'000);  // filled in with the current time
+    auto b = s->lookup("mm64_64_64", "sched-a", "m2");
+    ASSERT_TRUE(b.has_value());
+    EXPECT_EQ(b->median_gflops, 99.0);
+    EXPECT_EQ(b->timestamp, 1234);
+    EXPECT_FALSE(s->lookup("mm64_64_64", "sched-c", "m1").has_value());
+    EXPECT_FALSE(s->lookup("other", "sched-a", "m1").has_value());
+
+    // put replaces.
+    s->put("mm64_64_64", "sched-a", "m1", {.median_gflops = 13.0, .runs = 9, .cv = 0.02, .timestamp = 0});
+    EXPECT_EQ(s->lookup("mm64_64_64", "sched-a", "m1")->median_gflops, 13.0);
+    EXPECT_EQ(s->lookup("mm64_64_64", "sched-a", "m1")->runs, 9);
+
+    auto st = s->stats();
+    EXPECT_EQ(st.measurements, 3);
+    EXPECT_EQ(st.benchmarks, 1);
+    EXPECT_EQ(st.machines, 2);
+    EXPECT_EQ(st.best_gflops, 99.0);
+    EXPECT_EQ(st.best_benchmark, "mm64_64_64");
+    EXPECT_EQ(st.schema_version, MeasurementStore::kSchemaVersion);
+    ASSERT_EQ(st.per_machine.size(), 2u);
+    EXPECT_EQ(st.per_machine[0].machine, "m1");
+    EXPECT_EQ(st.per_machine[0].measurements, 2);
+    EXPECT_EQ(st.per_machine[0].best_gflops, 20.0);
+    EXPECT_EQ(st.per_machine[1].measurements, 1);
+}
+
+TEST_F(MeasurementStoreTest, RefusesNonFiniteMeasurement) {
+    auto s = MeasurementStore::open(path("s.db"));
+    EXPECT_THROW(s->put("b", "s", "m", {.median_gflops = std::nan(""), .runs = 1, .cv = 0, .timestamp = 0}),
+                 looptool::Error);
+    EXPECT_EQ(s->stats().measurements, 0);
+}
+
+TEST_F(MeasurementStoreTest, WalModeIsOn) {
+    const std::string p = path("s.db");
+    MeasurementStore::open(p);
+    EXPECT_EQ(raw_query(p, "PRAGMA journal_mode"), "wal");
+    EXPECT_EQ(raw_query(p, "SELECT value FROM looptune_meta WHERE key = 'format'"),
+              "looptune-measurement-store");
+}
+
+TEST_F(MeasurementStoreTest, ConcurrentThreadsAndProcessLoseNothing) {
+    const std::string p = path("s.db");
+    constexpr int kThreads = 4, kPuts = 200;
+    std::atomic<int> failures{0};
+    auto writer = [&](const std::string &tag) {
+        try {
+            auto s = MeasurementStore::open(p);  // each writer its own connection
+            for (int i = 0; i < kPuts; ++i)
+                s->put("bench" + std::to_string(i % 7), tag + "/" + std::to_string(i), "m",
+                       {.median_gflops = double(i), .runs = 5, .cv = 0.01, .timestamp = 0});
+        } catch (const std::exception &e) {
+            ADD_FAILURE() << tag << ": " << e.what();
+            ++failures;
+        }
+    };
+    // A second process writes at the same time: the CLI merging a prepared store into p (one
+    // transaction of kPuts rows), started from a thread while the writer threads run.
+    const std::string src = path("src.db");
+    {
+        auto s = MeasurementStore::open(src);
+        for (int i = 0; i < kPuts; ++i)
+            s->put("bench" + std::to_string(i % 7), "proc/" + std::to_string(i), "m",
+                   {.median_gflops = double(i), .runs = 5, .cv = 0.01, .timestamp = 0});
+    }
+    int merge_status = -1;
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] {
+        std::string cmd = std::string(LOOPTOOL_CLI) + " store merge --json --store " + p + " " + src +
+                          " > /dev/null";
+        merge_status = std::system(cmd.c_str());
+    });
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(writer, "thread" + std::to_string(t));
+    for (auto &t : threads) t.join();
+    ASSERT_EQ(merge_status, 0) << "the merging process failed";
+    ASSERT_EQ(failures, 0);
+
+    auto s = MeasurementStore::open(p);
+    EXPECT_EQ(s->stats().measurements, (kThreads + 1) * kPuts);
+    for (int t = 0; t < kThreads; ++t)
+        for (int i = 0; i < kPuts; ++i) {
+            auto m = s->lookup("bench" + std::to_string(i % 7),
+                               "thread" + std::to_string(t) + "/" + std::to_string(i), "m");
+            ASSERT_TRUE(m.has_value()) << t << " " << i;
+            EXPECT_EQ(m->median_gflops, double(i));
+        }
+    EXPECT_TRUE(s->lookup("bench3", "proc/199", "m").has_value());
+}
+
+TEST_F(MeasurementStoreTest, SharedObjectIsSafeAcrossThreads) {
+    auto s = MeasurementStore::open(path("s.db"));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 100; ++i) {
+                std::string key = std::to_string(t) + "/" + std::to_string(i);
+                s->put("b", key, "m", {.median_gflops = 1, .runs = 1, .cv = 0, .timestamp = 0});
+                EXPECT_TRUE(s->lookup("b", key, "m").has_value());
+            }
+        });
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(s->stats().measurements, 400);
+}
+
+TEST_F(MeasurementStoreTest, RejectsRandomBytes) {
+    const std::string p = path("random.db");
+    std::mt19937 rng(7);
+    std::ofstream out(p, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) out.put(char(rng()));
+    out.close();
+    expect_rejected(p, "not a SQLite database");
+}
+
+TEST_F(MeasurementStoreTest, RejectsTextFile) {
+    const std::string p = path("notes.txt");
+    std::ofstream(p) << "hello\n";
+    expect_rejected(p, "not a SQLite database");
+}
+
+TEST_F(MeasurementStoreTest, RejectsForeignSqliteDatabase) {
+    const std::string p = path("foreign.db");
+    raw_query(p, "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)");
+    expect_rejected(p, "not a looptune measurement store");
+    // And it was left alone.
+    EXPECT_EQ(raw_query(p, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'looptune_meta'"), "0");
+}
+
+TEST_F(MeasurementStoreTest, RejectsNewerSchemaVersion) {
+    const std::string p = path("future.db");
+    MeasurementStore::open(p);
+    raw_query(p, "UPDATE looptune_meta SET value = '99' WHERE key = 'schema_version'");
+    expect_rejected(p, "schema version '99'");
+}
+
+TEST_F(MeasurementStoreTest, RejectsCorruptStore) {
+    const std::string p = path("corrupt.db");
+    {
+        auto s = MeasurementStore::open(p);
+        s->put("b", "s", "m", {.median_gflops = 1, .runs = 1, .cv = 0, .timestamp = 0});
+    }
+    // Fold the WAL into the main file, then scribble over the schema page (page 1 after the
+    // 100-byte header), keeping SQLite's magic string.
+    raw_query(p, "PRAGMA wal_checkpoint(TRUNCATE)");
+    {
+        std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(100);
+        std::mt19937 rng(3);
+        for (int i = 0; i < 3000; ++i) f.put(char(rng()));
+    }
+    try {
+        MeasurementStore::open(p);
+        ADD_FAILURE() << "corrupt store accepted";
+    } catch (const looptool::Error &e) {
+        EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    }
+}
+
+TEST_F(MeasurementStoreTest, CheckFindsDamageBeyondTheSchema) {
+    const std::string p = path("damaged.db");
+    {
+        auto s = MeasurementStore::open(p);
+        EXPECT_TRUE(s->check().empty());
+        for (int i = 0; i < 500; ++i)
+            s->put("b", "schedule-" + std::to_string(i) + std::string(200, 'x'), "m",
+                   {.median_gflops = 1, .runs = 1, .cv = 0, .timestamp = 0});
+        EXPECT_TRUE(s->check().empty());
+    }
+    raw_query(p, "PRAGMA wal_checkpoint(TRUNCATE)");
+    ASSERT_GT(fs::file_size(p), 20u * 4096);
+    {
+        std::fstream f(p, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(10 * 4096);
+        for (int i = 0; i < 4096; ++i) f.put(char(0xff));
+    }
+    auto s = MeasurementStore::open(p);  // header, schema and metadata are intact
+    EXPECT_FALSE(s->check().empty());
+}
+
+TEST_F(MeasurementStoreTest, OpenWithoutCreateNeedsAnExistingFile) {
+    EXPECT_THROW(MeasurementStore::open(path("missing.db"), /*create=*/false), looptool::Error);
+    EXPECT_FALSE(fs::exists(path("missing.db")));
+    EXPECT_THROW(MeasurementStore::open(path("no_such_dir/s.db")), looptool::Error);
+    EXPECT_THROW(MeasurementStore::open(dir_.string()), looptool::Error);
+}
+
+TEST_F(MeasurementStoreTest, MergeAddsNewKeysAndKeepsExisting) {
+    const std::string a = path("a.db"), b = path("b.db");
+    {
+        auto sa = MeasurementStore::open(a);
+        sa->put("b1", "s1", "m", {.median_gflops = 10, .runs = 1, .cv = 0, .timestamp = 100});
+        sa->put("b1", "s2", "m", {.median_gflops = 20, .runs = 1, .cv = 0, .timestamp = 100});
+        auto sb = MeasurementStore::open(b);
+        sb->put("b1", "s2", "m", {.median_gflops = 25, .runs = 4, .cv = 0, .timestamp = 200});
+        sb->put("b2", "s1", "m", {.median_gflops = 30, .runs = 2, .cv = 0.1, .timestamp = 300});
+        sb->put("b2", "s1", "other", {.median_gflops = 40, .runs = 2, .cv = 0.1, .timestamp = 300});
+    }
+    auto sa = MeasurementStore::open(a);
+    EXPECT_EQ(sa->merge_from(b), 2);
+    EXPECT_EQ(sa->stats().measurements, 4);
+    EXPECT_EQ(sa->lookup("b1", "s2", "m")->median_gflops, 20);  // kept
+    auto m = sa->lookup("b2", "s1", "m");
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(m->median_gflops, 30);
+    EXPECT_EQ(m->runs, 2);
+    EXPECT_EQ(m->timestamp, 300);  // the original time travels with the row
+    EXPECT_EQ(sa->merge_from(b), 0);  // idempotent
+    EXPECT_EQ(MeasurementStore::open(b)->stats().measurements, 3);  // source untouched
+
+    EXPECT_THROW(sa->merge_from(a), looptool::Error);
+    EXPECT_THROW(sa->merge_from(path("missing.db")), looptool::Error);
+    EXPECT_FALSE(fs::exists(path("missing.db")));
+    std::ofstream(path("junk.db")) << "junk";
+    EXPECT_THROW(sa->merge_from(path("junk.db")), looptool::Error);
+    EXPECT_EQ(sa->stats().measurements, 4);
+}
+
+TEST_F(MeasurementStoreTest, CliStatsAndMerge) {
+    const std::string a = path("a.db"), b = path("b.db"), out = path("out.json");
+    MeasurementStore::open(a)->put("b1", "s1", "m", {.median_gflops = 10, .runs = 1, .cv = 0, .timestamp = 0});
+    MeasurementStore::open(b)->put("b2", "s1", "m", {.median_gflops = 50, .runs = 1, .cv = 0, .timestamp = 0});
+    std::string cmd = std::string(LOOPTOOL_CLI) + " store merge --json --store " + a + " " + b + " > " + out;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::string json((std::istreambuf_iterator<char>(std::ifstream(out).rdbuf())), {});
+    EXPECT_NE(json.find("\"added\": 1"), std::string::npos) << json;
+    EXPECT_NE(json.find("\"measurements\": 2"), std::string::npos) << json;
+
+    cmd = std::string(LOOPTOOL_CLI) + " store stats --store " + a + " > " + out;
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    json.assign(std::istreambuf_iterator<char>(std::ifstream(out).rdbuf()), {});
+    EXPECT_NE(json.find("50.00 GFLOPS (b2)"), std::string::npos) << json;
+
+    // Stats on a missing store is an error and creates nothing.
+    cmd = std::string(LOOPTOOL_CLI) + " store stats --store " + path("none.db") + " 2> " + out;
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    EXPECT_FALSE(fs::exists(path("none.db")));
+}
+
+TEST(MachineFingerprint, NamesCpuAndRoundedPeak) {
+    std::string f = machine_fingerprint(226.4);
+    EXPECT_NE(f.find("|peak=226"), std::string::npos) << f;
+    EXPECT_EQ(f, machine_fingerprint(225.6));
+    EXPECT_NE(f, machine_fingerprint(100.0));
+    EXPECT_FALSE(f.starts_with("|"));
+}
+
+}  // namespace
+}  // namespace looptune
