@@ -1,0 +1,322 @@
+#include "experiments/compare.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include "agents/search.h"
+#include "benchmarks/reference_kernels.h"
+#include "env/environment.h"
+#include "experiments/plot.h"
+#include "looptool/error.h"
+#include "looptool/measure.h"
+#include "looptool/text_format.h"
+
+namespace looptune {
+
+using namespace looptool;
+namespace fs = std::filesystem;
+
+std::vector<std::string> default_compare_methods() {
+    std::vector<std::string> m = {"base"};
+    for (const auto &a : search_algorithms()) m.push_back(a);
+    m.push_back("openblas");
+    return m;
+}
+
+namespace {
+
+const char *kHeader = "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops";
+
+std::string join(const std::vector<double> &v) {
+    std::string s;
+    for (double x : v) s += fmt::format("{}{:.4f}", s.empty() ? "" : " ", x);
+    return s;
+}
+
+std::string row_csv(const CompareRow &r) {
+    return fmt::format("{},{},{:.4f},{:.5f},{:.4f},{:.4f},{},{},{}", r.benchmark, r.method, r.gflops,
+                       r.fraction_of_peak, r.speedup, r.seconds, r.schedules, r.actions,
+                       join(r.step_gflops));
+}
+
+std::vector<CompareRow> read_rows(const std::string &path) {
+    std::vector<CompareRow> rows;
+    if (!fs::exists(path)) return rows;
+    std::istringstream in(read_file(path));
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+        if (++lineno == 1) {
+            if (line != kHeader)
+                throw Error(fmt::format("{}: not a looptool compare results file (header differs); "
+                                        "use another --out directory",
+                                        path));
+            continue;
+        }
+        if (line.empty()) continue;
+        std::vector<std::string> f;
+        std::string cur;
+        for (char ch : line + ",") {
+            if (ch == ',') f.push_back(cur), cur.clear();
+            else cur += ch;
+        }
+        if (f.size() != 9) throw Error(fmt::format("{}:{}: expected 9 fields, got {}", path, lineno, f.size()));
+        try {
+            CompareRow r{f[0], f[1], std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), std::stod(f[5]),
+                         std::stoll(f[6]), f[7], {}};
+            std::istringstream steps(f[8]);
+            for (double x; steps >> x;) r.step_gflops.push_back(x);
+            rows.push_back(std::move(r));
+        } catch (const std::exception &) {
+            throw Error(fmt::format("{}:{}: malformed number", path, lineno));
+        }
+    }
+    return rows;
+}
+
+void write_rows(const std::string &path, const std::vector<CompareRow> &rows) {
+    std::string s = std::string(kHeader) + "\n";
+    for (const auto &r : rows) s += row_csv(r) + "\n";
+    write_file_atomically(path, s);
+}
+
+bool is_matmul(const Computation &c) {
+    if (c.tensors.size() != 4 || c.vars.size() != 3) return false;
+    return c == make_matmul(c.vars[0].extent, c.vars[2].extent, c.vars[1].extent, c.name);
+}
+
+double geomean(const std::vector<double> &v) {
+    if (v.empty()) return 0;
+    double s = 0;
+    for (double x : v) s += std::log(std::max(x, 1e-12));
+    return std::exp(s / double(v.size()));
+}
+
+std::string format_duration(double s) {
+    if (!std::isfinite(s)) return "?";
+    if (s < 120) return fmt::format("{:.0f}s", s);
+    if (s < 7200) return fmt::format("{:.0f}m", s / 60);
+    return fmt::format("{:.1f}h", s / 3600);
+}
+
+}  // namespace
+
+std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
+                                     const std::vector<std::string> &methods) {
+    std::map<std::string, double> blas;
+    for (const auto &r : rows)
+        if (r.method == "openblas") blas[r.benchmark] = r.gflops;
+    std::vector<MethodSummary> out;
+    for (const auto &m : methods) {
+        MethodSummary s{m};
+        std::vector<double> g, sp, vs;
+        double sec = 0;
+        for (const auto &r : rows) {
+            if (r.method != m) continue;
+            ++s.benchmarks;
+            g.push_back(r.gflops);
+            sp.push_back(r.speedup);
+            sec += r.seconds;
+            if (auto it = blas.find(r.benchmark); it != blas.end() && it->second > 0)
+                vs.push_back(r.gflops / it->second);
+        }
+        if (s.benchmarks == 0) continue;
+        for (double x : g) s.mean_gflops += x / double(g.size());
+        s.geomean_gflops = geomean(g);
+        s.geomean_speedup = geomean(sp);
+        s.mean_seconds = sec / double(s.benchmarks);
+        s.geomean_vs_openblas = vs.size() == g.size() ? geomean(vs) : 0;
+        out.push_back(s);
+    }
+    return out;
+}
+
+namespace {
+
+void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, double peak) {
+    auto sums = summarize(rows, c.methods);
+    std::string md = "# looptool compare\n\n";
+    md += fmt::format("Dataset `{}`, split `{}`, action space `{}`, {} actions per sequence, budget {} s "
+                      "per search, seed {}. Peak (MAX_GFLOPS) {:.1f} GFLOPS. Every final schedule is "
+                      "re-measured with the full protocol (docs/measurement.md) in the same run.\n\n",
+                      c.dataset_dir, c.split == Split::Test ? "test" : c.split == Split::Train ? "train" : "all",
+                      c.space, c.max_steps, c.budget_s, c.seed, peak);
+    md += "| method | benchmarks | mean GFLOPS | geomean GFLOPS | geomean speedup over base | "
+          "geomean vs OpenBLAS | mean tuning s |\n|---|---|---|---|---|---|---|\n";
+    for (const auto &s : sums)
+        md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} |\n", s.method, s.benchmarks,
+                          s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                          s.geomean_vs_openblas > 0 ? fmt::format("{:.2f}x", s.geomean_vs_openblas) : "-",
+                          s.mean_seconds);
+    md += "\nPer benchmark: `results.csv`; plots: `plots/gflops.png`, `plots/tuning_time.png`, "
+          "`plots/steps/<benchmark>.png`.\n";
+    write_file_atomically((fs::path(c.out_dir) / "summary.md").string(), md);
+}
+
+void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
+    fs::create_directories(fs::path(c.out_dir) / "plots" / "steps");
+    std::vector<std::string> benches;
+    for (const auto &r : rows)
+        if (std::find(benches.begin(), benches.end(), r.benchmark) == benches.end())
+            benches.push_back(r.benchmark);
+    auto value = [&](const std::string &b, const std::string &m, auto field) {
+        for (const auto &r : rows)
+            if (r.benchmark == b && r.method == m) return field(r);
+        return 0.0;
+    };
+    std::vector<Series> gflops, seconds;
+    for (const auto &m : c.methods) {
+        Series g{m, {}, {}}, t{m, {}, {}};
+        for (const auto &b : benches) {
+            g.y.push_back(value(b, m, [](const CompareRow &r) { return r.gflops; }));
+            t.y.push_back(value(b, m, [](const CompareRow &r) { return r.seconds; }));
+        }
+        gflops.push_back(g);
+        if (m != "base" && m != "openblas") seconds.push_back(t);
+    }
+    plot_bars((fs::path(c.out_dir) / "plots" / "gflops.png").string(),
+              {"GFLOPS per benchmark and method", "benchmark", "GFLOPS", false, 1600, 700}, benches, gflops);
+    if (!seconds.empty())
+        plot_bars((fs::path(c.out_dir) / "plots" / "tuning_time.png").string(),
+                  {"Tuning time per benchmark and method", "benchmark", "seconds (log)", true, 1600, 700},
+                  benches, seconds);
+    for (const auto &b : benches) {
+        std::vector<Series> curves;
+        for (const auto &r : rows) {
+            if (r.benchmark != b || r.step_gflops.empty()) continue;
+            Series s{r.method, {}, {}};
+            for (size_t i = 0; i < r.step_gflops.size(); ++i) {
+                s.x.push_back(double(i));
+                s.y.push_back(r.step_gflops[i]);
+            }
+            curves.push_back(s);
+        }
+        if (!curves.empty())
+            plot_lines((fs::path(c.out_dir) / "plots" / "steps" / (b + ".png")).string(),
+                       {b + ": GFLOPS after each action", "step", "GFLOPS", false, 1000, 600}, curves);
+    }
+}
+
+}  // namespace
+
+std::vector<CompareRow> run_compare(const CompareConfig &c) {
+    if (c.methods.empty()) throw Error("compare: no methods");
+    std::set<std::string> known(default_compare_methods().begin(), default_compare_methods().end());
+    for (const auto &[name, fn] : c.extra_methods) known.insert(name);
+    for (const auto &m : c.methods)
+        if (!known.count(m)) throw Error(fmt::format("compare: unknown method '{}'", m));
+    if (c.out_dir.empty()) throw Error("compare: no output directory");
+    fs::create_directories(c.out_dir);
+    if (c.plots && !gnuplot_available())
+        throw Error("compare: gnuplot with the pngcairo terminal is not installed (apt-get install gnuplot-nox)");
+    Dataset ds = Dataset::load(c.dataset_dir);
+    std::vector<std::string> files = ds.files(c.split);
+    if (c.limit > 0 && size_t(c.limit) < files.size()) files.resize(size_t(c.limit));
+    const bool want_blas = std::find(c.methods.begin(), c.methods.end(), "openblas") != c.methods.end();
+    if (want_blas) bench::load_openblas("SkylakeX");
+
+    const std::string results_path = (fs::path(c.out_dir) / "results.csv").string();
+    std::vector<CompareRow> rows = read_rows(results_path);
+    auto done = [&](const std::string &b, const std::string &m) -> const CompareRow * {
+        for (const auto &r : rows)
+            if (r.benchmark == b && r.method == m) return &r;
+        return nullptr;
+    };
+
+    // The judge re-measures every final schedule with the full protocol, side by side.
+    EnvConfig judge_cfg;
+    judge_cfg.action_space = c.space;
+    judge_cfg.max_steps = 1 << 30;
+    judge_cfg.measure = MeasureOptions{};
+    Environment judge(judge_cfg);
+    const double peak = judge.max_gflops();
+
+    const auto t0 = std::chrono::steady_clock::now();
+    int computed = 0, total_pairs = int(files.size() * c.methods.size()), pairs_done = 0;
+    for (const auto &f : files)
+        for (const auto &m : c.methods) pairs_done += done(fs::path(f).filename().string(), m) != nullptr;
+    const int pairs_todo = total_pairs - pairs_done;
+
+    for (size_t bi = 0; bi < files.size(); ++bi) {
+        Program naive = Program::naive(load_program_file(files[bi]).comp);
+        const std::string bench_name = fs::path(files[bi]).filename().string();
+        bool judged = false;
+        for (const auto &m : c.methods) {
+            if (done(bench_name, m)) continue;
+            if (!judged) {
+                judge.reset(naive);
+                judged = true;
+            }
+            const double base = done(bench_name, "base") ? done(bench_name, "base")->gflops : judge.gflops();
+            CompareRow row{bench_name, m};
+            std::vector<Action> actions;
+            if (m == "openblas") {
+                if (!is_matmul(*naive.comp)) continue;
+                Buffers b = make_buffers(*naive.comp, 1);
+                bench::set_reference_shape({naive.comp->vars[0].extent, naive.comp->vars[2].extent,
+                                            naive.comp->vars[1].extent});
+                row.gflops = measure_kernel(bench::openblas_kernel, *naive.comp, b).median_gflops;
+            } else {
+                if (m != "base") {
+                    EnvConfig cfg;
+                    cfg.action_space = c.space;
+                    cfg.store_path = c.store_path;
+                    cfg.max_steps = c.max_steps;
+                    Environment env(cfg);  // fresh caches: no method profits from another's work
+                    env.reset(naive);
+                    if (auto it = c.extra_methods.find(m); it != c.extra_methods.end()) {
+                        auto t = std::chrono::steady_clock::now();
+                        actions = it->second(env, naive);
+                        row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+                        row.schedules = env.counters().compiles + env.counters().store_hits;
+                    } else {
+                        SearchConfig sc;
+                        sc.budget_s = c.budget_s;
+                        sc.max_steps = c.max_steps;
+                        sc.seed = c.seed;
+                        SearchResult r = run_search(m, env, naive, sc);
+                        actions = r.actions;
+                        row.seconds = r.seconds;
+                        row.schedules = r.schedules_measured;
+                    }
+                }
+                Program p = naive;
+                row.step_gflops.push_back(judge.evaluate(p));
+                for (Action a : actions) {
+                    p = apply(p, a);
+                    row.step_gflops.push_back(judge.evaluate(p));
+                    row.actions += (row.actions.empty() ? "" : " ") + std::string(action_name(a));
+                }
+                Comparison cmp = judge.verify(p);
+                if (!cmp.ok)
+                    throw InternalError(fmt::format("{} {}: the final schedule failed verification: {}",
+                                                    bench_name, m, cmp.first_mismatch));
+                row.gflops = row.step_gflops.back();
+            }
+            row.fraction_of_peak = row.gflops / peak;
+            row.speedup = row.gflops / base;
+            rows.push_back(row);
+            write_rows(results_path, rows);
+            ++computed;
+            if (c.progress) {
+                double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                double rate = computed / el;
+                c.progress(fmt::format("[{}/{}] {} {:<9} {:8.2f} GFLOPS {:5.2f}x base | {:.2f} runs/min | "
+                                       "elapsed {} | ETA {}",
+                                       pairs_done + computed, total_pairs, bench_name, m, row.gflops,
+                                       row.speedup, rate * 60, format_duration(el),
+                                       format_duration((pairs_todo - computed) / rate)));
+            }
+        }
+    }
+    write_summary(c, rows, peak);
+    if (c.plots) write_plots(c, rows);
+    return rows;
+}
+
+}  // namespace looptune

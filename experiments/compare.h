@@ -1,0 +1,69 @@
+// The comparison experiment: every method on every benchmark of a dataset split, side by
+// side: per-benchmark rows (CSV), a Markdown summary, and PNG plots. Resumable: rows already
+// in the output CSV are not recomputed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "env/dataset.h"
+#include "looptool/actions.h"
+#include "looptool/loop_tree.h"
+
+namespace looptune {
+
+class Environment;
+
+/// A tuning method beyond the built-in ones (`policy` registers itself this way, so this
+/// layer does not depend on LibTorch). Returns the action sequence from the naive nest.
+using TuneMethod = std::function<std::vector<looptool::Action>(Environment &env, const looptool::Program &start)>;
+
+struct CompareConfig {
+    std::string dataset_dir;
+    Split split = Split::Test;
+    /// base, greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, genetic, openblas,
+    /// and any name in `extra_methods`.
+    std::vector<std::string> methods;
+    double budget_s = 60;       ///< per benchmark and search method
+    int max_steps = 10;         ///< actions per sequence
+    uint64_t seed = 0;
+    std::string space = "full";
+    std::string store_path;     ///< shared measurement store (optional)
+    std::string out_dir;
+    int limit = 0;              ///< first N benchmarks of the split (0: all)
+    bool plots = true;
+    std::map<std::string, TuneMethod> extra_methods;
+    std::function<void(const std::string &)> progress;  ///< one progress line at a time
+};
+
+struct CompareRow {
+    std::string benchmark, method;
+    double gflops = 0;            ///< final schedule, full measurement protocol
+    double fraction_of_peak = 0;
+    double speedup = 0;           ///< over the naive nest, measured in the same run
+    double seconds = 0;           ///< tuning time (0 for base and openblas)
+    int64_t schedules = 0;        ///< distinct schedules measured while tuning
+    std::string actions;          ///< space-separated
+    std::vector<double> step_gflops;  ///< GFLOPS after each action of the sequence
+};
+
+struct MethodSummary {
+    std::string method;
+    int benchmarks = 0;
+    double mean_gflops = 0, geomean_gflops = 0, geomean_speedup = 0, mean_seconds = 0;
+    double geomean_vs_openblas = 0;  ///< 0 when openblas was not run
+};
+
+std::vector<std::string> default_compare_methods();
+
+/// Runs (or resumes) the experiment; writes results.csv, steps.csv, summary.md and plots/ in
+/// out_dir. Returns every row (old and new).
+std::vector<CompareRow> run_compare(const CompareConfig &config);
+
+std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
+                                     const std::vector<std::string> &methods);
+
+}  // namespace looptune
