@@ -1,0 +1,116 @@
+// JIT latencies on a 256^3 matmul (docs/performance.md), with Google Benchmark:
+//   compile/naive, compile/tiled: one compile per repetition (the median over repetitions is
+//     the figure; each program gets a fresh computation name so the kernel cache misses);
+//   cached_lookup: Jit::compile of a schedule already compiled (schedule_key + cache hit);
+//   measured_action/...: one environment-style step on a cache miss: apply an action, compile
+//     the new schedule, measure it with the environment's short protocol.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <atomic>
+#include <memory>
+
+#include "benchmarks/tile_schedules.h"
+#include "looptool/actions.h"
+#include "looptool/interpreter.h"
+#include "looptool/jit.h"
+#include "looptool/measure.h"
+
+using namespace looptool;
+namespace lb = looptune::bench;
+
+namespace {
+
+Jit &jit() {
+    static std::unique_ptr<Jit> j = Jit::create();
+    return *j;
+}
+
+/// A 256^3 matmul with a name never used before, so its kernel is not in the cache.
+ComputationPtr fresh_matmul() {
+    static std::atomic<int> counter{0};
+    return std::make_shared<const Computation>(
+        make_matmul(256, 256, 256, fmt::format("mm256_256_256_u{}", counter++)));
+}
+
+Program tiled(ComputationPtr c, size_t drop_last = 0) {
+    Program p = Program::naive(c);
+    auto actions = lb::tile_actions(*c, lb::TileSchedule{});
+    actions.resize(actions.size() - drop_last);
+    for (Action a : actions) p = apply(p, a);
+    return p;
+}
+
+/// Checks the kernel once against the reference before it is timed.
+void verify_or_skip(benchmark::State &state, const Program &p, KernelFn fn) {
+    Buffers want = make_buffers(*p.comp, 1), got = want;
+    run_reference(*p.comp, want);
+    int32_t cancel = 0;
+    fn(got.pointers().data(), &cancel);
+    Comparison cmp = compare_outputs(*p.comp, want, got);
+    if (!cmp.ok) state.SkipWithError(("wrong result: " + cmp.first_mismatch).c_str());
+}
+
+void BM_Compile(benchmark::State &state, bool tile) {
+    pin_to_core();
+    bool verified = false;
+    double llvm_ms = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        Program p = tile ? tiled(fresh_matmul()) : Program::naive(fresh_matmul());
+        state.ResumeTiming();
+        Kernel k = jit().compile(p);
+        state.PauseTiming();
+        llvm_ms += k.compile_ms;
+        if (!verified) verify_or_skip(state, p, k.fn), verified = true;
+        state.ResumeTiming();
+    }
+    state.counters["jit_reported_ms"] = llvm_ms / double(state.iterations());
+}
+
+void BM_CachedLookup(benchmark::State &state) {
+    pin_to_core();
+    Program p = tiled(fresh_matmul());
+    jit().compile(p);
+    for (auto _ : state) benchmark::DoNotOptimize(jit().compile(p).fn);
+}
+
+/// From `start` (cursor included), `action` leads to a schedule never compiled before.
+void BM_MeasuredAction(benchmark::State &state, bool tile) {
+    pin_to_core();
+    // The environment's short protocol (env/environment.h).
+    MeasureOptions o{.warmup = 2, .min_runs = 5, .min_time_s = 0.01, .max_runs = 1000,
+                     .time_cap_s = 1.0, .pin_core = -1};
+    bool verified = false;
+    for (auto _ : state) {
+        state.PauseTiming();
+        ComputationPtr c = fresh_matmul();
+        // tiled: the hand schedule's last step (vectorize the write nest); naive: split_8 of m.
+        Program start = tile ? tiled(c, 1) : Program::naive(c);
+        Action a = tile ? lb::tile_actions(*c, lb::TileSchedule{}).back() : Action::Split8;
+        Buffers buf = make_buffers(*c, 1);
+        state.ResumeTiming();
+        Program next = apply(start, a);
+        Kernel k = jit().compile(next);
+        Measurement m = measure_kernel(k.fn, *c, buf, o);
+        benchmark::DoNotOptimize(m.median_gflops);
+        state.PauseTiming();
+        state.counters["gflops"] = m.median_gflops;
+        if (!verified) verify_or_skip(state, next, k.fn), verified = true;
+        state.ResumeTiming();
+    }
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_Compile, naive_256, false)
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(21)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_Compile, tiled_8x32_256, true)
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(21)->ReportAggregatesOnly(true);
+BENCHMARK(BM_CachedLookup)->Unit(benchmark::kMicrosecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_MeasuredAction, naive_split8_256, false)
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(21)->ReportAggregatesOnly(true);
+BENCHMARK_CAPTURE(BM_MeasuredAction, tiled_last_step_256, true)
+    ->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(21)->ReportAggregatesOnly(true);
+
+BENCHMARK_MAIN();

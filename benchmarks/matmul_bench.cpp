@@ -1,0 +1,302 @@
+// Side-by-side matmul benchmarks (docs/performance.md), single-threaded and pinned:
+//   naive: the naive nest through our JIT vs. the same i-k-j nest compiled by g++ -O3
+//          -march=native;
+//   best:  the best schedule of a small family reachable with the `full` action space
+//          (tile_schedules.h) vs. OpenBLAS sgemm (1 thread, SkylakeX kernels).
+// Every kernel is checked once against the reference interpreter before it is timed. Ratios
+// come from measurements taken in the same run, alternating the two sides round by round.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "benchmarks/reference_kernels.h"
+#include "benchmarks/tile_schedules.h"
+#include "looptool/actions.h"
+#include "looptool/error.h"
+#include "looptool/generate.h"
+#include "looptool/interpreter.h"
+#include "looptool/jit.h"
+#include "looptool/measure.h"
+#include "looptool/text_format.h"
+
+using namespace looptool;
+namespace lb = looptune::bench;
+
+namespace {
+
+// The 25 LoopTune test benchmarks (results/test.csv), then the two square shapes.
+const char *kTestShapes[] = {
+    "mm112_208_256", "mm112_224_128", "mm112_256_64",  "mm112_256_80",  "mm128_160_224",
+    "mm160_224_192", "mm176_128_160", "mm176_144_160", "mm176_192_160", "mm192_192_80",
+    "mm192_256_256", "mm208_128_256", "mm208_160_80",  "mm208_80_224",  "mm224_112_176",
+    "mm224_208_224", "mm224_224_256", "mm224_64_240",  "mm240_208_144", "mm256_160_112",
+    "mm64_240_64",   "mm80_176_224",  "mm96_160_256",  "mm96_224_240",  "mm96_240_128"};
+
+MatmulShape parse_shape(const std::string &name) {
+    MatmulShape s{};
+    if (std::sscanf(name.c_str(), "mm%ld_%ld_%ld", &s.m, &s.n, &s.k) != 3 || s.m <= 0 ||
+        s.n <= 0 || s.k <= 0)
+        throw Error(fmt::format("bad shape '{}': expected mm{{m}}_{{n}}_{{k}}", name));
+    return s;
+}
+
+std::vector<MatmulShape> shapes_for(const std::string &which) {
+    std::vector<MatmulShape> v;
+    if (which == "test" || which == "all")
+        for (const char *n : kTestShapes) v.push_back(parse_shape(n));
+    if (which == "big" || which == "all") {
+        v.push_back({512, 512, 512});
+        v.push_back({1024, 1024, 1024});
+    }
+    if (v.empty()) {  // a comma-separated list of names
+        std::string rest = which;
+        size_t pos;
+        while (!rest.empty()) {
+            pos = rest.find(',');
+            v.push_back(parse_shape(rest.substr(0, pos)));
+            rest = pos == std::string::npos ? "" : rest.substr(pos + 1);
+        }
+    }
+    return v;
+}
+
+double geomean(const std::vector<double> &v) {
+    if (v.empty()) return 0;
+    double s = 0;
+    for (double x : v) s += std::log(x);
+    return std::exp(s / double(v.size()));
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// One shape's inputs and the reference result, computed once.
+struct Case {
+    MatmulShape shape;
+    ComputationPtr comp;
+    Buffers inputs;  // random inputs, zero outputs
+    Buffers want;    // run_reference on the inputs
+};
+
+Case make_case(const MatmulShape &s) {
+    Case c{s, std::make_shared<const Computation>(make_matmul(s.m, s.n, s.k)), {}, {}};
+    c.inputs = make_buffers(*c.comp, 1);
+    c.want = c.inputs;
+    run_reference(*c.comp, c.want);
+    return c;
+}
+
+/// Runs `fn` once on fresh inputs and compares with the reference; throws if it differs.
+void verify(KernelFn fn, const Case &c, const std::string &what, double tolerance) {
+    // Outputs and temporaries start as NaN, so a kernel that skips an element cannot pass.
+    Buffers got = c.inputs;
+    for (size_t t = 0; t < c.comp->tensors.size(); ++t)
+        if (c.comp->tensors[t].kind != TensorKind::Input)
+            std::fill(got.data[t].begin(), got.data[t].end(), std::nanf(""));
+    int32_t cancel = 0;
+    std::vector<float *> ptrs = got.pointers();
+    fn(ptrs.data(), &cancel);
+    Comparison cmp = compare_outputs(*c.comp, c.want, got, tolerance);
+    if (!cmp.ok)
+        throw Error(fmt::format("{} on {}: wrong result: {} (max relative error {:.2e})", what,
+                                c.shape.name(), cmp.first_mismatch, cmp.max_rel_error));
+}
+
+struct Side {
+    std::string name;
+    KernelFn fn = nullptr;
+    std::vector<double> gflops;  // one median per round
+    double cv = 0;
+    bool timed_out = false;
+};
+
+/// Alternates the two sides for `rounds` rounds (a, b, a, b, ...) so that slow phases of the
+/// shared machine hit both; each side's figure is the median of its per-round medians.
+void side_by_side(Side &a, Side &b, const Case &c, const MeasureOptions &o, int rounds) {
+    Buffers buf = c.inputs;
+    const auto shape = lb::Shape{c.shape.m, c.shape.n, c.shape.k};
+    for (int r = 0; r < rounds; ++r)
+        for (Side *s : {&a, &b}) {
+            lb::set_reference_shape(shape);
+            Measurement m = measure_kernel(s->fn, *c.comp, buf, o);
+            s->gflops.push_back(m.median_gflops);
+            s->cv = std::max(s->cv, m.cv);
+            s->timed_out = s->timed_out || m.timed_out;
+        }
+}
+
+struct Row {
+    std::string shape;
+    double ours = 0, theirs = 0;
+    std::string detail;  // the winning schedule, for `best`
+    std::string actions;
+    double cv = 0;
+};
+
+void print_table(const std::string &title, const std::string &ours, const std::string &theirs,
+                 const std::vector<Row> &rows, double peak, bool with_schedule) {
+    fmt::print("\n### {}\n\n", title);
+    fmt::print("| shape | {} GFLOPS | {} GFLOPS | ratio | % peak (ours) |{}\n", ours, theirs,
+               with_schedule ? " schedule |" : "");
+    fmt::print("|---|---:|---:|---:|---:|{}\n", with_schedule ? "---|" : "");
+    for (const auto &r : rows)
+        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {:.0f}% |{}\n", r.shape, r.ours, r.theirs,
+                   r.ours / r.theirs, 100 * r.ours / peak,
+                   with_schedule ? fmt::format(" {} |", r.detail) : "");
+    std::vector<double> o, t, ratio;
+    for (const auto &r : rows)
+        if (r.shape.rfind("mm", 0) == 0 && std::find(std::begin(kTestShapes), std::end(kTestShapes),
+                                                      r.shape) != std::end(kTestShapes)) {
+            o.push_back(r.ours), t.push_back(r.theirs), ratio.push_back(r.ours / r.theirs);
+        }
+    if (!o.empty())
+        fmt::print("| **geomean of the {} test shapes** | **{:.1f}** | **{:.1f}** | **{:.2f}** | "
+                   "**{:.0f}%** |{}\n",
+                   o.size(), geomean(o), geomean(t), geomean(ratio), 100 * geomean(o) / peak,
+                   with_schedule ? " |" : "");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"Side-by-side matmul benchmarks: our JIT vs g++ (naive) and OpenBLAS (best)"};
+    std::string suite = "all", shapes = "all", json_path, coretype = "SkylakeX";
+    int rounds = 3;
+    double min_time = 0.05, tolerance = 1e-4;
+    int pin = -1;
+    bool list_family = false;
+    app.add_option("--suite", suite, "naive, best or all");
+    app.add_option("--shapes", shapes, "test (25 LoopTune test shapes), big (512^3, 1024^3), all, "
+                                       "or a list mm{m}_{n}_{k},...");
+    app.add_option("--rounds", rounds, "Alternating rounds per side (median taken)");
+    app.add_option("--min-time", min_time, "Timed seconds per measurement, at least");
+    app.add_option("--pin", pin, "Core to pin to (-1: the current one)");
+    app.add_option("--tolerance", tolerance, "Relative error allowed in verification");
+    app.add_option("--openblas-coretype", coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
+    app.add_option("--json", json_path, "Also write every figure to this JSON file");
+    app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        // First, before anything could load OpenBLAS with the environment's core type.
+        lb::load_openblas(coretype);
+        const int core = pin_to_core(pin);
+        auto jit = Jit::create();
+        MeasureOptions full;
+        full.min_time_s = min_time;
+        full.time_cap_s = 10;
+        full.pin_core = core;
+        MeasureOptions quick{.warmup = 2, .min_runs = 5, .min_time_s = 0.02, .max_runs = 1000,
+                             .time_cap_s = 2, .pin_core = core};
+        const double peak = measure_peak_gflops(0.3).gflops;
+
+        fmt::print("# matmul benchmarks\n\ncpu: {} ({}), core {}, JIT target {}\n",
+                   cpu_model_name(), jit->host_cpu(), core, "host");
+        fmt::print("OpenBLAS: core {} ({})\n", lb::openblas_core(), lb::openblas_config());
+        fmt::print("peak (FMA chains, measured now): {:.1f} GFLOPS\n", peak);
+        fmt::print("protocol: {} warm-ups, median of >= {} calls and >= {} s, {} alternating "
+                   "rounds, median of rounds\n",
+                   full.warmup, full.min_runs, full.min_time_s, rounds);
+
+        nlohmann::json out;
+        out["cpu"] = cpu_model_name();
+        out["jit_cpu"] = jit->host_cpu();
+        out["openblas_core"] = lb::openblas_core();
+        out["peak_gflops"] = peak;
+        out["rounds"] = rounds;
+        std::vector<Row> naive_rows, best_rows;
+        for (const MatmulShape &s : shapes_for(shapes)) {
+            Case c = make_case(s);
+            lb::set_reference_shape({s.m, s.n, s.k});
+            if (list_family) {
+                for (const auto &t : lb::schedule_family(s.m, s.n, s.k)) {
+                    try {
+                        fmt::print("{} {}: {}\n", s.name(), t.name(),
+                                   lb::format_actions(lb::tile_actions(*c.comp, t)));
+                    } catch (const Error &e) {
+                        fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
+                    }
+                }
+                continue;
+            }
+            if (suite == "naive" || suite == "all") {
+                Program p = Program::naive(c.comp);
+                Side ours{"jit naive", jit->compile(p).fn}, gcc{"g++ ikj", lb::naive_ikj_kernel};
+                verify(ours.fn, c, "JIT naive nest", tolerance);
+                verify(gcc.fn, c, "g++ naive i-k-j", tolerance);
+                side_by_side(ours, gcc, c, full, rounds);
+                Row r{s.name(), median(ours.gflops), median(gcc.gflops), "", "",
+                      std::max(ours.cv, gcc.cv)};
+                fmt::print("naive {}: jit {:.1f}  g++ {:.1f}  ratio {:.2f}\n", r.shape, r.ours,
+                           r.theirs, r.ours / r.theirs);
+                naive_rows.push_back(r);
+                out["naive"].push_back({{"shape", r.shape}, {"jit_gflops", ours.gflops},
+                                        {"gcc_gflops", gcc.gflops}});
+            }
+            if (suite == "best" || suite == "all") {
+                // Search the family with a short protocol, then time the winner side by side.
+                double best = -1;
+                lb::TileSchedule best_t;
+                std::vector<Action> best_actions;
+                KernelFn best_fn = nullptr;
+                nlohmann::json tried = nlohmann::json::array();
+                for (const auto &t : lb::schedule_family(s.m, s.n, s.k)) {
+                    std::vector<Action> actions;
+                    try {
+                        actions = lb::tile_actions(*c.comp, t);
+                    } catch (const Error &e) {
+                        tried.push_back({{"schedule", t.name()}, {"error", e.what()}});
+                        continue;
+                    }
+                    Program p = Program::naive(c.comp);
+                    for (Action a : actions) p = apply(p, a);
+                    Kernel k = jit->compile(p);
+                    verify(k.fn, c, "schedule " + t.name(), tolerance);
+                    Buffers buf = c.inputs;
+                    Measurement m = measure_kernel(k.fn, *c.comp, buf, quick);
+                    tried.push_back({{"schedule", t.name()}, {"gflops", m.median_gflops},
+                                     {"compile_ms", k.compile_ms}});
+                    if (m.median_gflops > best) {
+                        best = m.median_gflops, best_t = t, best_actions = actions, best_fn = k.fn;
+                    }
+                }
+                if (!best_fn) throw Error(fmt::format("{}: no schedule of the family applies", s.name()));
+                Side ours{"jit best", best_fn}, blas{"OpenBLAS", lb::openblas_kernel};
+                verify(blas.fn, c, "OpenBLAS sgemm", tolerance);
+                side_by_side(ours, blas, c, full, rounds);
+                Row r{s.name(), median(ours.gflops), median(blas.gflops), best_t.name(),
+                      lb::format_actions(best_actions), std::max(ours.cv, blas.cv)};
+                fmt::print("best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  ratio {:.2f}\n", r.shape,
+                           r.ours, r.detail, r.theirs, r.ours / r.theirs);
+                best_rows.push_back(r);
+                out["best"].push_back({{"shape", r.shape}, {"schedule", r.detail},
+                                       {"actions", r.actions}, {"jit_gflops", ours.gflops},
+                                       {"openblas_gflops", blas.gflops}, {"family", tried}});
+            }
+        }
+        if (list_family) return 0;
+        if (!naive_rows.empty())
+            print_table("naive nest: our JIT vs g++ -O3 -march=native (i-k-j)", "JIT", "g++",
+                        naive_rows, peak, false);
+        if (!best_rows.empty()) {
+            print_table("best schedule of the family vs OpenBLAS sgemm (1 thread)", "JIT best",
+                        "OpenBLAS", best_rows, peak, true);
+            fmt::print("\nwinning action sequences:\n");
+            for (const auto &r : best_rows) fmt::print("- {} ({}): {}\n", r.shape, r.detail, r.actions);
+        }
+        if (!json_path.empty()) write_file_atomically(json_path, out.dump(2) + "\n");
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,52 @@
+// OpenBLAS through dlopen: OPENBLAS_CORETYPE is read once, when the library initialises, so it
+// must be in the environment before the library is loaded; linking it normally would load it
+// (with this machine's OPENBLAS_CORETYPE=Haswell) before main() runs.
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "benchmarks/reference_kernels.h"
+#include "looptool/error.h"
+
+namespace looptune::bench {
+
+namespace {
+enum { RowMajor = 101, NoTrans = 111 };
+using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int, const float *,
+                         int, float, float *, int);
+SgemmFn g_sgemm = nullptr;
+char *(*g_corename)() = nullptr;
+char *(*g_config)() = nullptr;
+}  // namespace
+
+void load_openblas(const std::string &coretype) {
+    if (g_sgemm) return;
+    if (dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD))
+        throw looptool::Error("OpenBLAS was loaded before load_openblas(): its core type is "
+                              "already fixed");
+    setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("OMP_NUM_THREADS", "1", 1);
+    void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) throw looptool::Error(fmt::format("cannot load libopenblas.so.0: {}", dlerror()));
+    g_sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
+    g_corename = reinterpret_cast<char *(*)()>(dlsym(h, "openblas_get_corename"));
+    g_config = reinterpret_cast<char *(*)()>(dlsym(h, "openblas_get_config"));
+    if (!g_sgemm) throw looptool::Error("libopenblas.so.0 has no cblas_sgemm");
+    if (auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads")))
+        set_threads(1);
+}
+
+std::string openblas_core() { return g_corename ? g_corename() : "unknown"; }
+std::string openblas_config() { return g_config ? g_config() : "unknown"; }
+
+void openblas_kernel(float *const *buffers, const volatile int32_t *) {
+    const Shape s = reference_shape();
+    const int M = int(s.m), N = int(s.n), K = int(s.k);
+    g_sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1.0f, buffers[0], K, buffers[1], N, 0.0f,
+            buffers[3], N);
+}
+
+}  // namespace looptune::bench

@@ -1,0 +1,36 @@
+// What a user could run instead of a looptune schedule, with the JIT's kernel signature
+// (KernelFn) and the buffers of make_matmul (A, B, T, C; C is the output, T is unused):
+//  - the naive i-k-j loop nest compiled by g++ -O3 -march=native (naive_ikj.cpp);
+//  - OpenBLAS sgemm, loaded at run time so its CPU kernels can be chosen first (openblas.cpp).
+// KernelFn is a plain function pointer, so the shape travels in a global set by
+// set_reference_shape(); the benchmarks run one kernel at a time on one thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace looptune::bench {
+
+struct Shape {
+    int64_t m = 0, n = 0, k = 0;
+};
+void set_reference_shape(Shape s);
+Shape reference_shape();
+
+/// C = A * B with loops i, k, j (k before j so the inner loop is contiguous), compiled with
+/// -O3 -march=native. Zeroes C first.
+void naive_ikj_kernel(float *const *buffers, const volatile int32_t *cancel);
+
+/// Loads libopenblas.so.0 with OPENBLAS_CORETYPE=`coretype` and OPENBLAS_NUM_THREADS=1 set
+/// before the library initialises (this machine's environment sets OPENBLAS_CORETYPE=Haswell,
+/// i.e. AVX2 kernels). Must run before anything else loads OpenBLAS; throws looptool::Error if
+/// the library or cblas_sgemm cannot be found, or if it was already loaded with another core.
+void load_openblas(const std::string &coretype = "SkylakeX");
+/// The core OpenBLAS reports (openblas_get_corename), e.g. "SkylakeX".
+std::string openblas_core();
+std::string openblas_config();
+
+/// cblas_sgemm(RowMajor, NoTrans, NoTrans, m, n, k, 1, A, k, B, n, 0, C, n).
+void openblas_kernel(float *const *buffers, const volatile int32_t *cancel);
+
+}  // namespace looptune::bench
