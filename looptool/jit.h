@@ -8,6 +8,7 @@
 #include <string>
 
 #include "looptool/loop_tree.h"
+#include "looptool/lower.h"
 
 namespace looptool {
 
@@ -24,6 +25,8 @@ struct JitOptions {
     /// Run the IR optimisation pipeline (O2-level) before codegen. The lowering already
     /// emits register tiles, unrolled and vectorized code, so this mostly cleans up.
     bool optimize_ir = true;
+    /// Lowering choices (copy elision, the static-expansion budget).
+    LowerOptions lower;
 };
 
 struct Kernel {
@@ -32,6 +35,8 @@ struct Kernel {
     bool cached = false;
 };
 
+/// Not thread-safe: use one Jit per thread (the kernel cache and the optimiser's
+/// TargetMachine are unsynchronised; LLVM optimises on the thread that compiles).
 class Jit {
 public:
     /// Sets up LLJIT for the host CPU and its features. Throws Error if LLVM cannot.

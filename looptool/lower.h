@@ -1,0 +1,60 @@
+// Lowering: a Program's loop tree to one LLVM IR function (used by the JIT, jit.h).
+//
+// Shapes are compile-time constants, so every loop's trip count and every tail chunk is
+// static: a tail chunk re-emits the loop body with the smaller element count of its var.
+// The generated code honours the annotations itself rather than hoping the optimiser will:
+//  - unroll: the loop's iterations (tail included) become straight-line copies;
+//  - vectorize: the innermost loop becomes explicit <W x float> IR, W its element count in
+//    the current context (broadcast, vector load or gather per read; vector store,
+//    horizontal reduce-add or scatter for the output);
+//  - register tiles: around a loop over a reduction var with only unrolled/vectorized loops
+//    or further reduction loops beneath it, the output tile is held in SSA accumulators
+//    (loaded before, or started at zero when that region is the only pass over the
+//    reduction; FMAs inside; stored after).
+// Addresses are base pointers advanced by one GEP per loop level (strength-reduced), so
+// the optimiser's alias analysis and LICM can see through them.
+//
+// The kernel function itself is built by detail::lower_to_module in lower.cpp, declared
+// in jit.cpp so that no LLVM type appears in any header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "looptool/loop_tree.h"
+
+namespace looptool {
+
+struct LowerOptions {
+    /// Compute `T += ...` straight into C when the next statement is the identity copy
+    /// `C = T` and T is read nowhere else (LoopTune's matmul/conv structure).
+    bool elide_copies = true;
+    /// Statement copies a nest may emit with static tails and unrolling (a vector statement
+    /// counts as one). Past it the nest falls back to plain loops with run-time bounds,
+    /// ignoring its annotations, to keep compile time bounded.
+    int64_t max_static_statements = 4096;
+};
+
+/// What the lowering did, for tests and --verbose.
+struct LoweringSummary {
+    int register_tiles = 0;        ///< tile regions emitted with SSA accumulators
+    int zero_start_tiles = 0;      ///< of those, started at zero (no load)
+    bool copy_elided = false;      ///< a `C = T` nest was folded into its producer
+    int generic_nests = 0;         ///< nests that hit max_static_statements
+    int64_t static_statements = 0; ///< statement copies emitted in total
+    std::vector<int> zeroed_tensors; ///< tensors memset to zero at kernel entry
+};
+
+struct LoweredIR {
+    std::string ir;  ///< textual LLVM IR of the module, before optimisation
+    LoweringSummary summary;
+};
+
+/// Lowers p to an LLVM module exporting `void fn_name(float *const *, const volatile
+/// int32_t *)` (the KernelFn ABI of jit.h) and returns its IR text. Throws Error if the
+/// computation or the tree are invalid.
+LoweredIR lower_to_llvm_ir(const Program &p, const std::string &fn_name = "looptool_kernel",
+                           const LowerOptions &options = {});
+
+}  // namespace looptool

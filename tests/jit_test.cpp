@@ -1,0 +1,244 @@
+// The lowering and the JIT: every kernel is checked against the reference interpreter.
+#include "looptool/jit.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "looptool/actions.h"
+#include "looptool/error.h"
+#include "looptool/interpreter.h"
+#include "looptool/lower.h"
+#include "looptool/text_format.h"
+#include "test_util.h"
+
+using namespace looptool;
+using looptool::tests::matmul_program;
+
+namespace {
+
+Jit &shared_jit() {
+    static std::unique_ptr<Jit> jit = Jit::create();
+    return *jit;
+}
+
+Program program_of(Computation c) { return Program::naive(std::make_shared<Computation>(std::move(c))); }
+
+Program apply_all(Program p, const std::string &actions) {
+    for (Action a : parse_action_list(actions)) p = apply(p, a);
+    return p;
+}
+
+// Runs the kernel twice on buffers whose non-input tensors start as NaN (so every element
+// it must write or zero is checked, and a reduction it forgets to re-zero shows up on the
+// second run) and compares each result with the reference.
+::testing::AssertionResult matches_reference(Jit &jit, const Program &p, uint64_t seed = 7) {
+    const Computation &c = p.computation();
+    Buffers want = make_buffers(c, seed);
+    Buffers got = want;
+    run_reference(c, want);
+    for (size_t t = 0; t < c.tensors.size(); ++t)
+        if (c.tensors[t].kind != TensorKind::Input)
+            std::fill(got.data[t].begin(), got.data[t].end(), std::numeric_limits<float>::quiet_NaN());
+    Kernel k;
+    try {
+        k = jit.compile(p);
+    } catch (const std::exception &e) {
+        return ::testing::AssertionFailure() << "compile failed: " << e.what() << "\n" << dump(p, false);
+    }
+    const int32_t cancel = 0;
+    auto ptrs = got.pointers();
+    for (int run = 0; run < 2; ++run) {
+        k.fn(ptrs.data(), &cancel);
+        Comparison cmp = compare_outputs(c, want, got, 1e-4);
+        if (!cmp.ok)
+            return ::testing::AssertionFailure()
+                   << "run " << run << ": " << cmp.first_mismatch << "\n" << dump(p, false);
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// The 8x32 register tile from the naive m, k, n nest: m_o, n_o, k, m_i (unrolled),
+// n_i (vectorized).
+const char *kTile8x32 =
+    "split_8, down, down, down, split_32, swap_up, swap_up, down, swap_down, unroll, down, "
+    "vectorize";
+
+}  // namespace
+
+TEST(Jit, CreateReportsTheHost) {
+    Jit &jit = shared_jit();
+    EXPECT_FALSE(jit.host_cpu().empty());
+    EXPECT_NE(jit.host_features().find("+"), std::string::npos);
+}
+
+TEST(Jit, NaiveNests) {
+    for (auto [m, n, k] : {std::tuple{64, 64, 64}, {37, 100, 129}, {1, 3, 17}})
+        EXPECT_TRUE(matches_reference(shared_jit(), matmul_program(m, n, k)));
+    EXPECT_TRUE(matches_reference(shared_jit(), program_of(make_elementwise_add(37, 100))));
+    EXPECT_TRUE(matches_reference(shared_jit(), program_of(make_conv2d(2, 3, 9, 10, 4, 3, 2))));
+}
+
+TEST(Jit, RegisterTile8x32WithAndWithoutTails) {
+    for (auto [m, n, k] : {std::tuple{112, 208, 256}, {37, 100, 129}, {16, 64, 5}}) {
+        Program p = apply_all(matmul_program(m, n, k), kTile8x32);
+        const Nest &nest = p.tree.nests[0];
+        ASSERT_EQ(nest.loops.size(), 5u);
+        EXPECT_TRUE(nest.loops[3].unroll && nest.loops[3].var == 0);
+        EXPECT_TRUE(nest.loops[4].vectorize && nest.loops[4].var == 2);
+        EXPECT_TRUE(matches_reference(shared_jit(), p)) << m << "x" << n << "x" << k;
+        LoweringSummary s = lower_to_llvm_ir(p).summary;
+        EXPECT_GE(s.register_tiles, 1);
+        EXPECT_EQ(s.zero_start_tiles, s.register_tiles);
+        EXPECT_TRUE(s.copy_elided);
+        EXPECT_TRUE(s.zeroed_tensors.empty()) << "zero-start tiles cover every element";
+        // Without copy elision the temporary is still computed in registers and copied.
+        JitOptions o;
+        o.lower.elide_copies = false;
+        auto jit = Jit::create(o);
+        EXPECT_TRUE(matches_reference(*jit, p));
+    }
+    // The micro-kernel is really there: FMAs on <32 x float> accumulators.
+    std::string ir = lower_to_llvm_ir(apply_all(matmul_program(112, 208, 256), kTile8x32)).ir;
+    EXPECT_NE(ir.find("call <32 x float> @llvm.fmuladd.v32f32"), std::string::npos);
+    EXPECT_NE(ir.find("phi <32 x float>"), std::string::npos);
+}
+
+TEST(Jit, KBlockedOutsideTheTileLoadsAccumulators) {
+    // [k_o, m_o, n_o, k_i, m_i, n_i]: each tile is revisited once per k_o block.
+    Program p = apply_all(matmul_program(48, 96, 600),
+                          std::string(kTile8x32) + ", up, up, split_256, swap_up, swap_up");
+    ASSERT_EQ(p.tree.nests[0].loops[0].var, 1);
+    ASSERT_EQ(p.tree.nests[0].loops[0].size, 2);
+    ASSERT_EQ(p.tree.nests[0].loops[0].tail, 88);
+    EXPECT_TRUE(matches_reference(shared_jit(), p));
+    LoweringSummary s = lower_to_llvm_ir(p).summary;
+    EXPECT_GE(s.register_tiles, 1);
+    EXPECT_EQ(s.zero_start_tiles, 0);
+    EXPECT_FALSE(s.zeroed_tensors.empty());
+    // [m_o, n_o, k_o, k_i, m_i, n_i]: one region over both k loops, started at zero.
+    Program q = apply_all(matmul_program(48, 96, 600), std::string(kTile8x32) + ", up, up, split_256");
+    EXPECT_TRUE(matches_reference(shared_jit(), q));
+    LoweringSummary sq = lower_to_llvm_ir(q).summary;
+    EXPECT_GE(sq.zero_start_tiles, 1);
+    EXPECT_TRUE(sq.zeroed_tensors.empty());
+}
+
+TEST(Jit, VectorizeWithTail) {
+    // n = 100 in vectors of 16: six full vectors and one of 4.
+    Program add = apply_all(program_of(make_elementwise_add(37, 100)), "down, split_16, down, vectorize");
+    EXPECT_TRUE(matches_reference(shared_jit(), add));
+    EXPECT_NE(lower_to_llvm_ir(add).ir.find("<4 x float>"), std::string::npos);
+    Program mm = apply_all(matmul_program(37, 100, 29), "down, down, split_16, down, vectorize");
+    EXPECT_TRUE(matches_reference(shared_jit(), mm));
+    // A vectorized reduction var (k innermost) with a tail: horizontal reductions.
+    Program red = apply_all(matmul_program(9, 11, 37), "down, swap_down, split_16, down, vectorize");
+    ASSERT_EQ(red.tree.nests[0].loops.back().var, 1);
+    EXPECT_TRUE(matches_reference(shared_jit(), red));
+    // Gathers and scatters: vectorize m (stride k in A, stride n in C).
+    Program gather = apply_all(matmul_program(20, 7, 5), "swap_down, swap_down, vectorize");
+    EXPECT_TRUE(matches_reference(shared_jit(), gather));
+}
+
+TEST(Jit, UnrollWithTail) {
+    // m = 37 = 4 * 8 + 5: the outer loop unrolled into 5 copies, the inner into 8 (or 5).
+    Program p = apply_all(matmul_program(37, 20, 10), "split_8, unroll, down, unroll");
+    EXPECT_TRUE(p.tree.nests[0].loops[0].unroll && p.tree.nests[0].loops[1].unroll);
+    EXPECT_TRUE(matches_reference(shared_jit(), p));
+    EXPECT_TRUE(matches_reference(shared_jit(), apply_all(matmul_program(7, 5, 3), "down, unroll, down, unroll")));
+}
+
+TEST(Jit, GenericFallbackStaysCorrect) {
+    JitOptions o;
+    o.lower.max_static_statements = 1;
+    auto jit = Jit::create(o);
+    Program p = apply_all(matmul_program(37, 100, 29), kTile8x32);
+    EXPECT_TRUE(matches_reference(*jit, p));
+    LoweringSummary s = lower_to_llvm_ir(p, "k", o.lower).summary;
+    EXPECT_GE(s.generic_nests, 1);
+    EXPECT_FALSE(s.zeroed_tensors.empty());
+}
+
+TEST(Jit, CacheIgnoresTheCursor) {
+    auto jit = Jit::create();
+    Program p = apply_all(matmul_program(16, 16, 16), "split_4");
+    Kernel a = jit->compile(p);
+    EXPECT_FALSE(a.cached);
+    EXPECT_GT(a.compile_ms, 0);
+    Program q = apply(p, Action::Down);
+    ASSERT_NE(q.cursor, p.cursor);
+    Kernel b = jit->compile(q);
+    EXPECT_TRUE(b.cached);
+    EXPECT_EQ(b.fn, a.fn);
+    EXPECT_EQ(jit->cache_size(), 1u);
+    Kernel c = jit->compile(apply(q, Action::Unroll));
+    EXPECT_FALSE(c.cached);
+    EXPECT_NE(c.fn, a.fn);
+    EXPECT_EQ(jit->cache_size(), 2u);
+}
+
+TEST(Jit, CancelReturnsPromptly) {
+    Program p = matmul_program(512, 512, 512);
+    Kernel k = shared_jit().compile(p);
+    Buffers b = make_buffers(p.computation(), 3);
+    auto ptrs = b.pointers();
+    const int32_t go = 0, stop = 1;
+    auto time = [&](const int32_t *flag) {
+        auto t0 = std::chrono::steady_clock::now();
+        k.fn(ptrs.data(), flag);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    time(&go);  // warm-up
+    const double full = time(&go);
+    const float first = b.data[3][0];
+    b.data[3][0] = 12345.0f;
+    const double cancelled = time(&stop);
+    EXPECT_LT(cancelled, 0.2 * full) << "full " << full << " s, cancelled " << cancelled << " s";
+    EXPECT_NE(b.data[3][0], first) << "a cancelled kernel stops before computing C";
+    time(nullptr);  // a null flag means "never cancel"
+    EXPECT_EQ(b.data[3][0], first);
+}
+
+TEST(Jit, InvalidProgramsThrow) {
+    Program p = matmul_program(8, 8, 8);
+    p.tree.nests[0].loops[0].size = 7;  // covers 7 of m's 8 elements
+    EXPECT_THROW(shared_jit().compile(p), Error);
+}
+
+TEST(Jit, RandomSchedulesMatchTheReference) {
+    std::mt19937_64 rng(20240611);
+    struct Case {
+        Computation c;
+        int sequences;
+    };
+    std::vector<Case> cases;
+    for (auto [m, n, k] : {std::tuple{37, 100, 129}, {64, 17, 3}, {1, 64, 37}, {17, 3, 100},
+                           {129, 64, 17}, {3, 1, 64}, {64, 64, 64}})
+        cases.push_back({make_matmul(m, n, k), 45});
+    cases.push_back({make_elementwise_add(37, 129), 30});
+    cases.push_back({make_elementwise_add(64, 3), 20});
+    cases.push_back({make_conv2d(2, 3, 10, 9, 4, 3, 3), 35});
+    cases.push_back({make_conv2d(1, 4, 7, 12, 5, 2, 3), 25});
+    auto jit = Jit::create();
+    int total = 0, failures = 0;
+    for (auto &cs : cases) {
+        Program start = program_of(cs.c);
+        for (int i = 0; i < cs.sequences; ++i) {
+            std::vector<Action> taken;
+            Program p = looptool::tests::random_walk(start, rng, 25, ActionSpace::preset("full"), &taken);
+            ++total;
+            auto r = matches_reference(*jit, p);
+            if (!r) {
+                ++failures;
+                std::string seq;
+                for (Action a : taken) seq += std::string(action_name(a)) + " ";
+                ADD_FAILURE() << cs.c.name << " after [" << seq << "]: " << r.message();
+            }
+        }
+    }
+    EXPECT_EQ(failures, 0) << "of " << total;
+    EXPECT_GE(total, 300);
+}
