@@ -93,7 +93,6 @@ void BM_MeasuredAction(benchmark::State &state, bool tile) {
         Program next = apply(start, a);
         Kernel k = jit().compile(next);
         Measurement m = measure_kernel(k.fn, *c, buf, o);
-        benchmark::DoNotOptimize(m.median_gflops);
         state.PauseTiming();
         state.counters["gflops"] = m.median_gflops;
         if (!verified) verify_or_skip(state, next, k.fn), verified = true;
