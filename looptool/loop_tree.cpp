@@ -73,6 +73,18 @@ void validate_loop_tree(const Computation &c, const LoopTree &t) {
         const Nest &nest = t.nests[ni];
         if (nest.stmts.empty()) throw Error(fmt::format("nest {} has no statements", ni));
         if (nest.loops.empty()) throw Error(fmt::format("nest {} has no loops", ni));
+        // Bound every loop innermost first, so that coverage() below cannot overflow int64
+        // (a wrapped-around coverage could otherwise pass as the extent).
+        for (size_t d = nest.loops.size(); d-- > 0;) {
+            const Loop &l = nest.loops[d];
+            if (l.var < 0 || size_t(l.var) >= c.vars.size())
+                throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
+            const int64_t extent = c.vars[size_t(l.var)].extent;
+            if (l.size < 1 || l.size > extent || l.tail < 0 || l.tail > extent ||
+                coverage(nest, int(d)) > extent)
+                throw Error(fmt::format("nest {} loop {}: bad size {} / tail {} for {} of extent {}",
+                                        ni, d, l.size, l.tail, c.vars[size_t(l.var)].name, extent));
+        }
         std::vector<int> nest_vars;
         for (size_t d = 0; d < nest.loops.size(); ++d) {
             const Loop &l = nest.loops[d];

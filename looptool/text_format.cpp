@@ -312,8 +312,12 @@ Program parse_program(std::string_view text, const std::string &source) {
         } else if (kw == "nest") {
             p.tree.nests.push_back({});
             pending_loops.emplace_back();
-            for (size_t i = 1; i < w.size(); ++i)
-                p.tree.nests.back().stmts.push_back(int(parse_int(w[i], where)));
+            for (size_t i = 1; i < w.size(); ++i) {
+                int64_t s = parse_int(w[i], where);
+                if (s < 0 || s > 1000000)  // keeps the cast to int exact
+                    throw Error(fmt::format("{}: statement id {} out of range", where, s));
+                p.tree.nests.back().stmts.push_back(int(s));
+            }
         } else if (kw == "loop") {
             if (p.tree.nests.empty())
                 throw Error(fmt::format("{}: 'loop' before any 'nest'", where));
@@ -329,7 +333,10 @@ Program parse_program(std::string_view text, const std::string &source) {
             pending_loops.back().push_back(l);
         } else if (kw == "cursor") {
             if (w.size() != 2) throw Error(fmt::format("{}: expected 'cursor INDEX'", where));
-            p.cursor = int(parse_int(w[1], where));
+            int64_t cursor = parse_int(w[1], where);
+            if (cursor < -1 || cursor > 1000000)  // keeps the cast to int exact
+                throw Error(fmt::format("{}: cursor {} out of range", where, cursor));
+            p.cursor = int(cursor);
             have_cursor = true;
         } else {
             throw Error(fmt::format("{}: unknown keyword '{}'", where, kw));
