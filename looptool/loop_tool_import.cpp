@@ -66,8 +66,12 @@ private:
 
     std::vector<int> int_list(const std::string &s, int line, const char *what) const {
         std::vector<int> out;
-        for (const auto &p : split(s, ','))
-            if (!p.empty()) out.push_back(int(to_int(p, line, what)));
+        for (const auto &p : split(s, ',')) {
+            if (p.empty()) continue;
+            int64_t v = to_int(p, line, what);
+            if (v < 0 || v > 1000000) fail(line, fmt::format("{} {} out of range", what, v));
+            out.push_back(int(v));
+        }
         return out;
     }
 
@@ -143,9 +147,8 @@ private:
                 fail(lineno, fmt::format("bad loop size {} / tail {}", l.size, l.tail));
             n.order.push_back(l);
         }
-        if (f.size() > 9)
-            for (const auto &a : split(f[9], ','))
-                if (!a.empty()) n.loop_annotations.push_back(a);
+        // One entry per loop, by position (",unroll,," annotates the second loop).
+        if (f.size() > 9) n.loop_annotations = split(f[9], ',');
         return n;
     }
 
@@ -197,6 +200,10 @@ private:
         Nest compute = to_nest(mul, 0), write = to_nest(wr, 1);
         if (!add.order.empty() && to_nest(add, 0).loops != compute.loops)
             fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
+        // Bound the coverages innermost first so that none overflows int64.
+        for (size_t d = compute.loops.size(); d-- > 0;)
+            if (coverage(compute, int(d)) > kMaxExtent)
+                fail(mul.line, fmt::format("loop {} covers more than {} elements", d, kMaxExtent));
         // Extents: coverage of the outermost loop of each var.
         int64_t ext[3] = {0, 0, 0};
         for (size_t d = 0; d < compute.loops.size(); ++d) {
