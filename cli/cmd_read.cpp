@@ -38,7 +38,7 @@ Run add_read(CLI::App &app) {
             actions = parse_action_list(o->actions);
 
         nlohmann::json steps = nlohmann::json::array();
-        if (!o->json) fmt::print("initial loop tree:\n{}\n", dump(p));
+        if (!o->json && !o->quiet) fmt::print("initial loop tree:\n{}\n", dump(p));
         for (size_t i = 0; i < actions.size(); ++i) {
             Action a = actions[i];
             const char *why = space.index_of(a) < 0 ? "not in the action space" : why_illegal(p, a);
