@@ -1,0 +1,164 @@
+// The loop_tool importer on LoopTune's whole matmul corpus, on scheduled files, and on bad input.
+#include "looptool/loop_tool_import.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "looptool/error.h"
+#include "looptool/interpreter.h"
+#include "looptool/text_format.h"
+#include "test_util.h"
+
+using namespace looptool;
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int M = 0, K = 1, N = 2;
+const fs::path kCorpus = LOOPTUNE_CORPUS_DIR;
+
+std::vector<fs::path> files_in(const fs::path &dir) {
+    std::vector<fs::path> out;
+    for (const auto &e : fs::directory_iterator(dir))
+        if (e.is_regular_file()) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// LoopTune's matmul graph with the given loop orders for the multiply/add and the write.
+std::string lt_matmul(const std::string &compute_order, const std::string &write_order,
+                      const std::string &compute_annots = ",,,", const std::string &write_annots = ",,") {
+    return "v:m_1\nv:k_2\nv:n_3\n"
+           "n:2::0,1,:::0:::::\n"
+           "n:2::1,2,:::0:::::\n"
+           "n:7:0,1,:0,1,2,:::0:" + compute_order + "::" + compute_annots + "::\n"
+           "n:5:2,:0,2,:::0:" + compute_order + "::" + compute_annots + "::\n"
+           "n:1:3,:0,2,:::0:" + write_order + "::" + write_annots + "::\n"
+           "i:0,1,\no:4,\n";
+}
+
+std::string import_error(const std::string &text, const std::string &source = "bench/mmX") {
+    try {
+        import_loop_tool(text, source);
+    } catch (const Error &e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+}  // namespace
+
+TEST(Import, EveryCorpusMatmulIsTheNaiveNestOfItsShape) {
+    const fs::path dir = kCorpus / "mm64_256_16_range";
+    ASSERT_TRUE(fs::is_directory(dir)) << dir << " (set up ../shared beside the clone)";
+    auto files = files_in(dir);
+    EXPECT_EQ(files.size(), 2197u);
+    for (const auto &f : files) {
+        const std::string name = f.filename().string();
+        int64_t m = 0, n = 0, k = 0;
+        char extra = 0;
+        ASSERT_EQ(std::sscanf(name.c_str(), "mm%ld_%ld_%ld%c", &m, &n, &k, &extra), 3) << name;
+        Program p = import_loop_tool(read_file(f.string()), f.string());
+        // A is m x k, B is k x n.
+        Computation want = make_matmul(m, n, k, name);
+        ASSERT_EQ(*p.comp, want) << name;
+        EXPECT_EQ(p.comp->tensors[0].shape, (std::vector<int64_t>{m, k})) << name;
+        EXPECT_EQ(p.comp->tensors[1].shape, (std::vector<int64_t>{k, n})) << name;
+        EXPECT_EQ(p.tree, naive_loop_tree(want)) << name;
+        EXPECT_EQ(p.cursor, 0);
+    }
+}
+
+TEST(Import, LoadProgramFileDispatchesToTheImporter) {
+    const fs::path f = kCorpus / "mm64_256_16_range" / "mm64_80_96";
+    Program p = load_program_file(f.string());
+    EXPECT_EQ(p.comp->name, "mm64_80_96");
+    EXPECT_TRUE(p.same_as(tests::matmul_program(64, 80, 96)) ||
+                *p.comp == make_matmul(64, 80, 96, "mm64_80_96"));
+    Comparison c = verify_schedule(apply(p, Action::Split16));
+    EXPECT_TRUE(c.ok) << c.first_mismatch;
+}
+
+TEST(Import, EveryCorpusConvIsRejectedAsUnsupported) {
+    const fs::path dir = kCorpus / "conv";
+    auto files = files_in(dir);
+    EXPECT_EQ(files.size(), 81u);
+    for (const auto &f : files) {
+        std::string m;
+        try {
+            load_program_file(f.string());
+            ADD_FAILURE() << f << " imported";
+        } catch (const Error &e) {
+            m = e.what();
+        }
+        EXPECT_NE(m.find("unsupported"), std::string::npos) << m;
+        EXPECT_NE(m.find(f.string()), std::string::npos) << m;
+    }
+}
+
+TEST(Import, ScheduledFilesKeepTheirScheduleAndAnnotations) {
+    // m 37 split by 8 (4 r 5, then 8), n vectorized in chunks of 16, k unrolled.
+    std::string text = lt_matmul("0;4;5,0;8;0,1;4;0,2;2;0,2;16;0,", "0;37;0,2;32;0,",
+                                 ",,unroll,,vectorize,", ",,");
+    Program p = import_loop_tool(text, "dir/mm37_32_4");
+    EXPECT_EQ(p.comp->name, "mm37_32_4");
+    EXPECT_EQ(*p.comp, make_matmul(37, 32, 4, "mm37_32_4"));
+    EXPECT_EQ(p.tree.nests[0].loops,
+              (std::vector<Loop>{Loop{M, 4, 5}, Loop{M, 8}, Loop{K, 4, 0, true},
+                                 Loop{N, 2}, Loop{N, 16, 0, false, true}}));
+    EXPECT_EQ(p.tree.nests[1].loops, (std::vector<Loop>{Loop{M, 37}, Loop{N, 32}}));
+    Comparison c = verify_schedule(p);
+    EXPECT_TRUE(c.ok) << c.first_mismatch;
+}
+
+TEST(Import, MalformedFilesAreErrorsNamingFileAndLine) {
+    const std::string good = lt_matmul("0;8;0,1;8;0,2;8;0,", "0;8;0,2;8;0,");
+    const std::string kWrite = "n:1:3,:0,2,:::0:0;8;0,2;8;0,";
+    ASSERT_EQ(import_error(good), "<no error>");
+    auto without = [&](const std::string &line) {
+        std::string s = good;
+        s.erase(s.find(line), line.size());
+        return s;
+    };
+    auto with = [&](const std::string &from, const std::string &to) {
+        std::string s = good;
+        s.replace(s.find(from), from.size(), to);
+        return s;
+    };
+    struct Case {
+        std::string text, want;
+    } cases[] = {
+        {"", "bench/mmX: no variables"},
+        {without("i:0,1,\n"), "bench/mmX: truncated"},
+        {without("o:4,\n"), "bench/mmX: truncated"},
+        {good.substr(0, good.size() / 2), "bench/mmX"},
+        {with("n:7:", "n:99:"), "bench/mmX:6: unknown op code 99"},
+        {with("n:7:", "n:x:"), "bench/mmX:6: bad op code 'x'"},
+        {with("n:7:0,1,", "n:7:0,9,"), "bench/mmX:6: input node id 9 out of range"},
+        {with("n:1:3,:0,2,", "n:1:3,:0,7,"), "bench/mmX:8: variable id 7 out of range"},
+        {with(kWrite, "n:1:3,:0,2,:::0:0;8;0,2;8,"), "bench/mmX:8: bad loop '2;8'"},
+        {with(kWrite, "n:1:3,:0,2,:::0:0;-8;0,2;8;0,"), "bench/mmX:8: bad loop size -8"},
+        {with(kWrite, "n:1:3,:0,2,:::0:0;8;0,2;1099511627776;0,"), "bench/mmX:8"},
+        {with(kWrite, "n:1:3,:0,2,:::0:0;4;0,2;8;0,"), "bench/mmX"},
+        {with("i:0,1,", "x:0,1,"), "bench/mmX:9: unrecognized line"},
+        {with("o:4,", "o:12,"), "output node id 12 out of range"},
+        {with(kWrite + "::,,::", "n:1:3,:0,2,"), "bench/mmX:8: node line has too few"},
+        {with("i:0,1,", "i:0,4294967296,"), "bench/mmX:9: input node id 4294967296 out of range"},
+        // Well formed but not LoopTune's matmul.
+        {with("n:7:", "n:6:"), "unsupported"},
+        {with("o:4,", "o:3,"), "unsupported"},
+        {with("n:7:0,1,:0,1,2,:::0:0;8;0,1;8;0,2;8;0,", "n:7:0,1,:0,1,2,:::0:0;8;0,1;8;0,2;8;0,2;8;0,"),
+         "bench/mmX"},
+        {with("0;8;0,2;8;0,::,,", "0;8;0,2;8;0,::,fast"), "bench/mmX:8: unsupported loop annotation 'fast'"},
+        {with("0;8;0,2;8;0,::,,", "0;8;0,2;8;0,::vectorize,,"), "only the innermost loop can be vectorized"},
+        // Loops whose coverage overflows int64: 16 * 2^60 + 64 wraps around to 64.
+        {lt_matmul("0;16;64,0;1048576;0,0;1048576;0,0;1048576;0,1;8;0,2;8;0,", "0;64;0,2;8;0,"),
+         "bench/mmX"},
+    };
+    for (const auto &c : cases) {
+        std::string m = import_error(c.text);
+        EXPECT_NE(m.find(c.want), std::string::npos) << "want '" << c.want << "' in: " << m;
+        EXPECT_NE(m, "<no error>") << c.text;
+    }
+}

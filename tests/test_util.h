@@ -1,0 +1,72 @@
+// Helpers shared by the tests: small programs and random legal action sequences.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "looptool/actions.h"
+#include "looptool/ir.h"
+#include "looptool/loop_tree.h"
+
+namespace looptool::tests {
+
+inline Program matmul_program(int64_t m, int64_t n, int64_t k) {
+    return Program::naive(std::make_shared<Computation>(make_matmul(m, n, k)));
+}
+
+/// Applies up to `max_len` random legal actions of `space` (at least 1 when any is legal);
+/// the actions taken are appended to `taken` when it is given.
+inline Program random_walk(Program p, std::mt19937_64 &rng, int max_len,
+                           const ActionSpace &space = ActionSpace::preset("full"),
+                           std::vector<Action> *taken = nullptr) {
+    int len = std::uniform_int_distribution<int>(1, max_len)(rng);
+    for (int i = 0; i < len; ++i) {
+        std::vector<Action> legal;
+        for (Action a : space.actions)
+            if (is_legal(p, a)) legal.push_back(a);
+        if (legal.empty()) break;
+        Action a = legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+        p = apply(p, a);
+        if (taken) taken->push_back(a);
+    }
+    return p;
+}
+
+/// Extents the property tests draw from: powers of two and awkward non-multiples.
+inline const std::vector<int64_t> &awkward_extents() {
+    static const std::vector<int64_t> v{1, 2, 3, 4, 7, 8, 16, 17, 31, 32, 37, 64, 100, 129};
+    return v;
+}
+
+/// A random matmul whose m*n*k stays at or below `max_volume`, so the interpreter stays fast.
+inline Program random_matmul(std::mt19937_64 &rng, int64_t max_volume) {
+    const auto &ext = awkward_extents();
+    std::uniform_int_distribution<size_t> pick(0, ext.size() - 1);
+    for (;;) {
+        int64_t m = ext[pick(rng)], n = ext[pick(rng)], k = ext[pick(rng)];
+        if (m * n * k <= max_volume) return matmul_program(m, n, k);
+    }
+}
+
+/// A fresh, empty directory under the system temp dir, removed by the destructor.
+struct TempDir {
+    std::filesystem::path path;
+    explicit TempDir(const std::string &tag) {
+        std::random_device rd;
+        path = std::filesystem::temp_directory_path() /
+               ("looptool_" + tag + "_" + std::to_string(rd()) + std::to_string(rd()));
+        std::filesystem::remove_all(path);
+        std::filesystem::create_directories(path);
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    std::string operator/(const std::string &name) const { return (path / name).string(); }
+};
+
+}  // namespace looptool::tests
