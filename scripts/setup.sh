@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian 12 machine, then the main job or the test suite.
+#
+#   scripts/setup.sh run    install missing packages, build, run the main job
+#   scripts/setup.sh test   install missing packages, build, run every test through CTest
+#   scripts/setup.sh deps   only install missing packages
+#   scripts/setup.sh build  only install and build
+#
+# Environment: LOOPTUNE_BUILD_DIR (default <repo>/build), LOOPTUNE_JOBS (build jobs, default:
+# cores). The tests read LoopTune's corpus from ../shared/corpus/looptune beside the clone.
+# Packages already installed are never reinstalled (checked with dpkg-query first).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${LOOPTUNE_BUILD_DIR:-$ROOT/build}"
+JOBS="${LOOPTUNE_JOBS:-$(nproc)}"
+# Relative paths in ccache's hash, so clones in other directories share the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
+
+PACKAGES=(
+  cmake g++ ninja-build lld ccache
+  llvm-19-dev libzstd-dev libtorch-dev
+  libopenblas0 libopenblas-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
+)
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+install_deps() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "all ${#PACKAGES[@]} Debian packages present"
+    return
+  fi
+  log "installing missing packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "error: not root and no sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo -n)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+}
+
+build() {
+  log "configuring $BUILD"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  log "building with $JOBS jobs"
+  ninja -C "$BUILD" -j "$JOBS" "$@"
+}
+
+# The main job, the one place to change when the project's headline changes. For now: make a
+# small matmul dataset, load one benchmark, apply a demo action sequence, print the loop tree
+# before, during and after, and check the result against the reference interpreter.
+main_job() {
+  local cli="$BUILD/cli/looptool" data="$BUILD/data/mm_demo"
+  "$cli" generate --dimA 64:128:32,100 --dimB 100,64:128:32 --out "$data"
+  # m 96, k 100, n 128: tile m by 8 and n by 16 around k, unroll m', vectorize n', and split k
+  # by 16 (100 = 6 * 16 + 4: a tail).
+  "$cli" read --bench "$data/mm96_128_100" \
+    --actions split_8,down,swap_down,down,split_16,swap_up,down,unroll,down,vectorize,up,up,up,split_16
+}
+
+# Two test processes at a time: the target machines have 2 cores, and the measurement tests
+# want a core each.
+run_tests() {
+  if [ ! -d "$ROOT/../shared/corpus/looptune" ]; then
+    echo "warning: $ROOT/../shared/corpus/looptune is missing; the corpus tests will fail" >&2
+  fi
+  log "running the test suite"
+  ctest --test-dir "$BUILD" --output-on-failure -j 2
+}
+
+case "${1:-}" in
+  run) install_deps; build; main_job ;;
+  test) install_deps; build; run_tests ;;
+  deps) install_deps ;;
+  build) install_deps; build ;;
+  *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+esac
