@@ -75,12 +75,12 @@ TEST(Cli, HappyPathGeneratesReadsAndVerifies) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("for m' in 4 : L1"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("for m in 9 r 1 : L0"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("verified: matches the reference"), std::string::npos) << r.out;
-    RunResult j = run_cli(dir, "read --json --bench ds/mm37_3_17 --actions split_2");
+    EXPECT_NE(r.out.find("matches the reference"), std::string::npos) << r.out;
+    RunResult j = run_cli(dir, "read --no-measure --json --bench ds/mm37_3_17 --actions split_2");
     EXPECT_EQ(j.exit_code, 0) << j.err;
     EXPECT_NE(j.out.find("\"verified\": true"), std::string::npos) << j.out;
     write(dir, "acts.csv", "action\n['', 'split_16']\nup\n");
-    RunResult s = run_cli(dir, "read --bench ds/mm37_5_17 --actions-file acts.csv --skip-illegal");
+    RunResult s = run_cli(dir, "read --no-measure --bench ds/mm37_5_17 --actions-file acts.csv --skip-illegal");
     EXPECT_EQ(s.exit_code, 0) << s.err;
     EXPECT_NE(s.out.find("up skipped"), std::string::npos) << s.out;
 }
@@ -88,11 +88,11 @@ TEST(Cli, HappyPathGeneratesReadsAndVerifies) {
 TEST(Cli, MissingFilesAndDirectories) {
     tests::TempDir dir("cli_files");
     fs::create_directory(dir.path / "adir");
-    expect_clean_failure(dir, "read --bench nope.lt --actions down", {"nope.lt", "cannot open"});
-    expect_clean_failure(dir, "read --bench adir --actions down", {"adir", "is a directory"});
+    expect_clean_failure(dir, "read --no-measure --bench nope.lt --actions down", {"nope.lt", "cannot open"});
+    expect_clean_failure(dir, "read --no-measure --bench adir --actions down", {"adir", "is a directory"});
     write(dir, "ok.lt", serialize(tests::matmul_program(4, 4, 4)));
-    expect_clean_failure(dir, "read --bench ok.lt --actions-file none.csv", {"none.csv"});
-    expect_clean_failure(dir, "read --bench ok.lt --actions-file adir", {"adir", "is a directory"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions-file none.csv", {"none.csv"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions-file adir", {"adir", "is a directory"});
 }
 
 TEST(Cli, MalformedAndTruncatedOwnFiles) {
@@ -101,15 +101,15 @@ TEST(Cli, MalformedAndTruncatedOwnFiles) {
     std::string bad = good;
     bad.replace(bad.find("name"), 4, "nmae");
     write(dir, "bad.lt", bad);
-    expect_clean_failure(dir, "read --bench bad.lt --actions down", {"bad.lt:2", "nmae"});
+    expect_clean_failure(dir, "read --no-measure --bench bad.lt --actions down", {"bad.lt:2", "nmae"});
     write(dir, "trunc.lt", good.substr(0, good.find("cursor")));  // cut at a line end
-    expect_clean_failure(dir, "read --bench trunc.lt --actions down", {"trunc.lt", "truncated"});
+    expect_clean_failure(dir, "read --no-measure --bench trunc.lt --actions down", {"trunc.lt", "truncated"});
     write(dir, "cut.lt", good.substr(0, good.size() - 12));  // cut mid-line
-    expect_clean_failure(dir, "read --bench cut.lt --actions down", {"cut.lt:18"});
+    expect_clean_failure(dir, "read --no-measure --bench cut.lt --actions down", {"cut.lt:18"});
     write(dir, "empty.lt", "");
-    expect_clean_failure(dir, "read --bench empty.lt --actions down", {"empty.lt"});
+    expect_clean_failure(dir, "read --no-measure --bench empty.lt --actions down", {"empty.lt"});
     write(dir, "binary.lt", std::string("\x00\xff\x13garbage", 11));
-    expect_clean_failure(dir, "read --bench binary.lt --actions down", {"binary.lt"});
+    expect_clean_failure(dir, "read --no-measure --bench binary.lt --actions down", {"binary.lt"});
 }
 
 TEST(Cli, MalformedTruncatedAndUnsupportedLoopToolFiles) {
@@ -118,25 +118,25 @@ TEST(Cli, MalformedTruncatedAndUnsupportedLoopToolFiles) {
     std::string bad = good;
     bad.replace(bad.find("n:7:"), 4, "n:7x");
     write(dir, "mm_bad", bad);
-    expect_clean_failure(dir, "read --bench mm_bad --actions down", {"mm_bad:6"});
+    expect_clean_failure(dir, "read --no-measure --bench mm_bad --actions down", {"mm_bad:6"});
     write(dir, "mm_trunc", good.substr(0, good.find("n:5:")));
-    expect_clean_failure(dir, "read --bench mm_trunc --actions down", {"mm_trunc", "truncated"});
+    expect_clean_failure(dir, "read --no-measure --bench mm_trunc --actions down", {"mm_trunc", "truncated"});
     const fs::path conv = kCorpus / "conv" / "conv1_128_56_56__1_128_3_3";
-    expect_clean_failure(dir, "read --bench '" + conv.string() + "' --actions down",
+    expect_clean_failure(dir, "read --no-measure --bench '" + conv.string() + "' --actions down",
                          {conv.string(), "unsupported"});
 }
 
 TEST(Cli, UnknownAndIllegalActions) {
     tests::TempDir dir("cli_actions");
     write(dir, "ok.lt", serialize(tests::matmul_program(8, 8, 8)));
-    expect_clean_failure(dir, "read --bench ok.lt --actions down,split_5", {"split_5", "position 2"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions down,split_5", {"split_5", "position 2"});
     write(dir, "acts.csv", "action\nsplit_4\nsplitt_8\n");
-    expect_clean_failure(dir, "read --bench ok.lt --actions-file acts.csv", {"acts.csv:3", "splitt_8"});
-    expect_clean_failure(dir, "read --bench ok.lt --actions up", {"step 1", "illegal action up"});
-    expect_clean_failure(dir, "read --bench ok.lt --actions split_16", {"illegal action split_16"});
-    expect_clean_failure(dir, "read --bench ok.lt --space looptune --actions merge",
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions-file acts.csv", {"acts.csv:3", "splitt_8"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions up", {"step 1", "illegal action up"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions split_16", {"illegal action split_16"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --space looptune --actions merge",
                          {"merge", "not in the action space"});
-    expect_clean_failure(dir, "read --bench ok.lt --space big --actions down", {"big"});
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --space big --actions down", {"big"});
 }
 
 TEST(Cli, NonPositiveAndAbsurdSizes) {
@@ -157,16 +157,16 @@ TEST(Cli, NonPositiveAndAbsurdSizes) {
         return s;
     };
     write(dir, "huge.lt", with(" 4", " 65536"));
-    expect_clean_failure(dir, "read --bench huge.lt --actions down", {"huge.lt", "2^31"});
+    expect_clean_failure(dir, "read --no-measure --bench huge.lt --actions down", {"huge.lt", "2^31"});
     write(dir, "zero.lt", with("var m 4", "var m 0"));
-    expect_clean_failure(dir, "read --bench zero.lt --actions down", {"zero.lt", "extent 0"});
+    expect_clean_failure(dir, "read --no-measure --bench zero.lt --actions down", {"zero.lt", "extent 0"});
     write(dir, "neg.lt", with("tensor A input 4 4", "tensor A input -4 4"));
-    expect_clean_failure(dir, "read --bench neg.lt --actions down", {"neg.lt"});
+    expect_clean_failure(dir, "read --no-measure --bench neg.lt --actions down", {"neg.lt"});
 }
 
 TEST(Cli, UsageErrorsDoNotCrash) {
     tests::TempDir dir("cli_usage");
-    for (const char *args : {"", "frobnicate", "read", "read --bench", "generate --dimA 4,4"}) {
+    for (const char *args : {"", "frobnicate", "read", "read --no-measure --bench", "generate --dimA 4,4"}) {
         RunResult r = run_cli(dir, args);
         EXPECT_GT(r.exit_code, 0) << args;  // -1 would be a signal
         EXPECT_FALSE(r.err.empty()) << args;
@@ -273,7 +273,7 @@ TEST(Fuzz, RejectedMutationsFailCleanlyThroughTheCli) {
         }
         const std::string name = "f" + std::to_string(i);
         write(dir, name, bad);
-        expect_clean_failure(dir, "read --bench " + name + " --actions down", {name});
+        expect_clean_failure(dir, "read --no-measure --bench " + name + " --actions down", {name});
         ++ran;
     }
     EXPECT_EQ(ran, 24);
