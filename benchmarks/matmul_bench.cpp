@@ -238,6 +238,7 @@ int main(int argc, char **argv) {
                       std::max(ours.cv, gcc.cv)};
                 fmt::print("naive {}: jit {:.1f}  g++ {:.1f}  ratio {:.2f}\n", r.shape, r.ours,
                            r.theirs, r.ours / r.theirs);
+                std::fflush(stdout);
                 naive_rows.push_back(r);
                 out["naive"].push_back({{"shape", r.shape}, {"jit_gflops", ours.gflops},
                                         {"gcc_gflops", gcc.gflops}});
@@ -277,6 +278,7 @@ int main(int argc, char **argv) {
                       lb::format_actions(best_actions), std::max(ours.cv, blas.cv)};
                 fmt::print("best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  ratio {:.2f}\n", r.shape,
                            r.ours, r.detail, r.theirs, r.ours / r.theirs);
+                std::fflush(stdout);
                 best_rows.push_back(r);
                 out["best"].push_back({{"shape", r.shape}, {"schedule", r.detail},
                                        {"actions", r.actions}, {"jit_gflops", ours.gflops},

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "looptool/error.h"
@@ -61,6 +62,7 @@ public:
         act(split_action(factor));
         return true;
     }
+    int cursor() const { return p_.cursor; }
     std::vector<Action> take() { return std::move(out_); }
 
 private:
@@ -102,6 +104,13 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         int d = b.depth_of(0, order[i].var, order[i].level);
         LT_CHECK(d >= int(i), "tile order: target loop above its place");
         if (d == int(i)) continue;
+        // One place away: swapping the loop above it down is the same move; take whichever is
+        // nearer the cursor (this gives the hand schedule's 12-step sequence).
+        if (d == int(i) + 1 && std::abs(b.cursor() - b.flat(0, int(i))) < std::abs(b.cursor() - b.flat(0, d))) {
+            b.go(b.flat(0, int(i)));
+            b.act(Action::SwapDown);
+            continue;
+        }
         b.go(b.flat(0, d));
         for (; d > int(i); --d) b.act(Action::SwapUp);
     }
