@@ -345,6 +345,8 @@ Program parse_program(std::string_view text, const std::string &source) {
     if (!header) throw Error(fmt::format("{}: empty file (expected 'looptool-program 1')", source));
     if (!have_cursor)
         throw Error(fmt::format("{}: truncated: no 'cursor' line at the end", source));
+    // serialize() writes the name; without one the output would not parse back.
+    if (comp->name.empty()) throw Error(fmt::format("{}: no 'name' line", source));
     for (size_t i = 0; i < stmt_lines.size(); ++i)
         comp->stmts.push_back(
             StmtParser(*comp, stmt_lines[i], fmt::format("{}:{}", source, stmt_line_numbers[i]))
