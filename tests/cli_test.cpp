@@ -186,7 +186,7 @@ Program load_text(const std::string &text, const std::string &source) {
 std::string mutate(std::string s, std::mt19937_64 &rng) {
     auto pos = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n)(rng); };
     static const std::string alphabet = "0123456789:;,|-_ \nrvnio=xmk#";
-    const int kind = std::uniform_int_distribution<int>(0, 5)(rng);
+    const int kind = std::uniform_int_distribution<int>(0, 6)(rng);
     const int edits = std::uniform_int_distribution<int>(1, 4)(rng);
     for (int e = 0; e < edits && !s.empty(); ++e) {
         switch (kind) {
@@ -204,12 +204,14 @@ std::string mutate(std::string s, std::mt19937_64 &rng) {
                 s.insert(pos(s.size()), nums[pos(7)]);
                 break;
             }
-            case 5: {  // duplicate a line
+            case 5:    // duplicate a line
+            case 6: {  // delete a line
                 size_t a = s.rfind('\n', pos(s.size() - 1));
                 a = a == std::string::npos ? 0 : a + 1;
                 size_t b = s.find('\n', a);
                 if (b == std::string::npos) break;
-                s.insert(a, s.substr(a, b - a + 1));
+                if (kind == 5) s.insert(a, s.substr(a, b - a + 1));
+                else s.erase(a, b - a + 1);
                 break;
             }
         }

@@ -191,6 +191,7 @@ TEST(Parse, ErrorsNameTheSourceAndLine) {
         {replace(good, "tensor A input 4 4", "tensor A input 4 4 4"), "indexed with 2"},
         {replace(good, "tensor A input 4 4", "tensor A matrix 4 4"), "unknown tensor kind 'matrix'"},
         {replace(good, "name mm4_4_4", "frobnicate 3"), "t.lt:2: unknown keyword 'frobnicate'"},
+        {replace(good, "name mm4_4_4\n", ""), "t.lt: no 'name' line"},
         {replace(good, "nest 1\n", ""), "t.lt: nest 0"},
         {replace(good, "nest 1\n", "nest 1\nnest 0\n"), "t.lt"},
         {replace(good, "nest 0\n", "nest 4294967296\n"), "t.lt"},
