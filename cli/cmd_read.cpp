@@ -1,72 +1,69 @@
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
-#include <memory>
-
 #include "cli/commands.h"
+#include "env/environment.h"
+#include "env/graph_observation.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
 #include "looptool/interpreter.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
 #include "looptool/text_format.h"
 
 namespace looptool::cli {
 
 namespace {
-
 // The interpreter runs ~10 ns per statement instance; above this many FLOPs (~1 s) the final
 // tree is checked through its JIT kernel only.
 constexpr double kInterpreterFlopsLimit = 2e8;
 
-/// Runs the JIT kernel on random inputs (outputs and temporaries NaN-filled, so a skipped
-/// element cannot pass) and compares it with the reference.
-Comparison verify_kernel(const Program &p, KernelFn fn, double tolerance) {
-    const Computation &c = *p.comp;
-    Buffers want = make_buffers(c, 1);
-    Buffers got = want;
-    run_reference(c, want);
-    for (size_t t = 0; t < c.tensors.size(); ++t)
-        if (c.tensors[t].kind != TensorKind::Input)
-            std::fill(got.data[t].begin(), got.data[t].end(), std::nanf(""));
-    int32_t cancel = 0;
-    fn(got.pointers().data(), &cancel);
-    return compare_outputs(c, want, got, tolerance);
+nlohmann::json observation_json(const looptune::Observation &o) {
+    using K = looptune::Observation::Kind;
+    nlohmann::json j;
+    j["space"] = o.space;
+    if (o.kind == K::Scalar) j["value"] = o.scalar;
+    if (o.kind == K::Text) j["value"] = o.text;
+    if (o.kind == K::Tensor) {
+        j["shape"] = o.shape;
+        j["values"] = o.values;
+    }
+    return j;
 }
 
-/// Compiles and measures p (a short protocol: read is interactive).
-struct Timing {
-    double gflops = 0, compile_ms = 0, cv = 0;
-    bool timed_out = false;
-};
-Timing time_program(Jit &jit, const Program &p, Buffers &buffers) {
-    MeasureOptions o{.warmup = 2, .min_runs = 5, .min_time_s = 0.02, .max_runs = 10000,
-                     .time_cap_s = 2.0, .pin_core = -1};
-    Kernel k = jit.compile(p);
-    Measurement m = measure_kernel(k.fn, *p.comp, buffers, o);
-    return {m.median_gflops, k.compile_ms, m.cv, m.timed_out};
+std::string observation_text(const looptune::Observation &o) {
+    using K = looptune::Observation::Kind;
+    if (o.kind == K::Scalar) return fmt::format("{}: {:.6g}", o.space, o.scalar);
+    if (o.kind == K::Text) return fmt::format("{}:\n{}", o.space, o.text);
+    std::string s = fmt::format("{} [", o.space);
+    for (size_t i = 0; i < o.shape.size(); ++i) s += fmt::format("{}{}", i ? "x" : "", o.shape[i]);
+    s += "]:\n";
+    const size_t cols = size_t(o.shape.back());
+    for (size_t i = 0; i < o.values.size(); ++i)
+        s += fmt::format("{:.3g}{}", o.values[i], (i + 1) % cols == 0 ? "\n" : " ");
+    return s;
 }
 
-std::string timing_text(const Timing &t, double peak) {
-    return fmt::format("{:.2f} GFLOPS  {:.1f}% of peak{}", t.gflops, 100 * t.gflops / peak,
-                       t.timed_out ? "  (timed out: an upper bound)" : "");
+std::vector<std::string> split_list(const std::string &s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char ch : s + ",") {
+        if (ch == ',') {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else if (ch != ' ') {
+            cur += ch;
+        }
+    }
+    return out;
 }
-
-nlohmann::json timing_json(const Timing &t, double peak) {
-    return {{"gflops", t.gflops}, {"percent_peak", 100 * t.gflops / peak},
-            {"compile_ms", t.compile_ms}, {"cv", t.cv}, {"timed_out", t.timed_out}};
-}
-
 }  // namespace
 
 Run add_read(CLI::App &app) {
     auto *cmd = app.add_subcommand(
-        "read", "Load a benchmark, replay an action sequence and verify the final loop tree");
+        "read", "Load a benchmark, replay actions with GFLOPS and rewards per step, verify the result");
     struct Opts {
-        std::string bench, actions, actions_file, space = "full";
-        bool skip_illegal = false, json = false, quiet = false, measure = true;
+        std::string bench, actions, actions_file, space = "full", observe, graph, store;
+        bool skip_illegal = false, json = false, quiet = false, naive = false, measure = true;
         double tolerance = 1e-4;
+        int max_loops = 10;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("--bench", o->bench, "Benchmark file (ours or loop_tool's format)")->required();
@@ -74,109 +71,156 @@ Run add_read(CLI::App &app) {
     cmd->add_option("--actions-file", o->actions_file,
                     "CSV of actions: one per line or per field, header optional")
         ->excludes(acts);
-    cmd->add_option("--space", o->space, "Action space: looptune or full");
+    cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_flag("--skip-illegal", o->skip_illegal,
                   "Skip illegal actions (as LoopTune's reader did) instead of failing");
-    cmd->add_option("--tolerance", o->tolerance, "Relative error allowed in verification");
+    cmd->add_flag("--naive", o->naive,
+                  "Start from the benchmark's naive nest instead of the schedule stored in the file");
+    cmd->add_option("--tolerance", o->tolerance, "Relative error allowed in verification")
+        ->capture_default_str();
+    cmd->add_option("--observe", o->observe,
+                    "Observation spaces to print after each step: runtime, flops, ir, loop_tree, "
+                    "loops_tensor, stride_tensor, prev_actions_tensor");
+    cmd->add_option("--max-loops", o->max_loops, "Rows of loops_tensor")->capture_default_str();
+    cmd->add_option("--graph", o->graph, "Print the final loop-tree and dataflow graphs: dot or graphml")
+        ->check(CLI::IsMember({"dot", "graphml"}));
+    cmd->add_option("--store", o->store, "SQLite measurement store (created if missing)");
     cmd->add_flag("--measure,!--no-measure", o->measure,
-                  "JIT-compile and measure the tree after each action (GFLOPS, % of peak); on by "
-                  "default");
-    cmd->add_flag("--quiet", o->quiet, "Print only the final tree and the verification");
+                  "JIT-compile and measure the tree after each action (GFLOPS, reward, % of peak); "
+                  "on by default");
+    cmd->add_flag("--quiet", o->quiet, "Print only the table, the final tree and the verification");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
-        ActionSpace space = ActionSpace::preset(o->space);
-        Program p = load_program_file(o->bench);
-        std::vector<Action> actions;
-        if (!o->actions_file.empty())
-            actions = parse_action_csv(read_file(o->actions_file), o->actions_file);
-        else
-            actions = parse_action_list(o->actions);
-
-        // Measurement: one JIT, the roof (MAX_GFLOPS or the stored peak), one set of buffers.
-        std::unique_ptr<Jit> jit;
-        double peak = 0;
-        Buffers buffers;
-        Timing timing;
-        if (o->measure) {
-            jit = Jit::create();
-            peak = max_gflops();
-            buffers = make_buffers(p.computation(), 1);
-            timing = time_program(*jit, p, buffers);
+        looptune::EnvConfig cfg;
+        cfg.action_space = o->space;
+        cfg.store_path = o->store;
+        cfg.max_loops = o->max_loops;
+        cfg.max_steps = 1 << 30;
+        cfg.measure_enabled = o->measure;
+        const auto spaces = split_list(o->observe);
+        for (const auto &s : spaces) {
+            const auto &known = looptune::observation_space_names();
+            if (std::find(known.begin(), known.end(), s) == known.end())
+                throw Error(fmt::format("--observe: unknown observation space '{}'", s));
         }
+        Program start = load_program_file(o->bench);
+        std::vector<Action> actions =
+            o->actions_file.empty() ? parse_action_list(o->actions)
+                                    : parse_action_csv(read_file(o->actions_file), o->actions_file);
 
+        looptune::Environment env(cfg);
+        env.reset(o->naive ? Program::naive(start.comp) : start);
+        const double peak = env.max_gflops();
         nlohmann::json steps = nlohmann::json::array();
-        if (!o->json && !o->quiet) {
-            fmt::print("initial loop tree:\n{}\n", dump(p));
-            if (o->measure) fmt::print("step 0: (initial)  {}\n\n", timing_text(timing, peak));
+        auto observations = [&]() {
+            nlohmann::json obs = nlohmann::json::array();
+            for (const auto &s : spaces) obs.push_back(observation_json(env.observe(s)));
+            return obs;
+        };
+        auto print_observations = [&]() {
+            for (const auto &s : spaces) fmt::print("{}\n", observation_text(env.observe(s)));
+        };
+        if (!o->json) {
+            if (o->measure) fmt::print("{}: {} (peak {:.1f} GFLOPS)\n", o->bench, start.comp->name, peak);
+            if (!o->quiet) fmt::print("initial loop tree:\n{}\n", dump(env.program()));
+            if (o->measure) {
+                fmt::print("{:>4}  {:<12} {:<6} {:>9} {:>9} {:>7}\n", "step", "action", "legal", "GFLOPS",
+                           "reward", "%peak");
+                fmt::print("{:>4}  {:<12} {:<6} {:>9.2f} {:>9} {:>6.1f}%\n", 0, "(start)", "", env.gflops(),
+                           "", 100 * env.gflops() / peak);
+            }
+            print_observations();
         }
+        steps.push_back({{"step", 0}, {"action", nullptr}, {"legal", true}, {"gflops", env.gflops()},
+                         {"reward", 0.0}, {"fraction_of_peak", env.gflops() / peak},
+                         {"observations", observations()}});
         for (size_t i = 0; i < actions.size(); ++i) {
-            Action a = actions[i];
-            const char *why = space.index_of(a) < 0 ? "not in the action space" : why_illegal(p, a);
+            const Action a = actions[i];
+            const char *why = env.action_space().index_of(a) < 0 ? "not in the action space"
+                                                                 : why_illegal(env.program(), a);
+            if (why && !o->skip_illegal)
+                throw Error(fmt::format("step {}: illegal action {}: {}", i + 1, action_name(a), why));
+            nlohmann::json row{{"step", i + 1}, {"action", action_name(a)}, {"legal", why == nullptr}};
             if (why) {
-                if (!o->skip_illegal)
-                    throw Error(fmt::format("step {}: illegal action {}: {}", i + 1, action_name(a), why));
-                steps.push_back({{"step", i + 1}, {"action", action_name(a)}, {"legal", false}, {"reason", why}});
-                if (!o->json) fmt::print("step {}: {} skipped ({})\n\n", i + 1, action_name(a), why);
+                row["reason"] = why;
+                if (!o->json)
+                    fmt::print("{:>4}  {} skipped ({})\n", i + 1, action_name(a), why);
+                steps.push_back(row);
                 continue;
             }
-            Program next = apply(p, a);
-            // Cursor moves leave the schedule, and so its speed, unchanged.
-            const bool changed = !(next.tree == p.tree);
-            p = std::move(next);
-            if (o->measure && changed) timing = time_program(*jit, p, buffers);
-            nlohmann::json step{{"step", i + 1}, {"action", action_name(a)}, {"legal", true}, {"tree", dump(p)}};
-            if (o->measure) step["measurement"] = timing_json(timing, peak);
-            steps.push_back(step);
-            if (!o->json && !o->quiet) {
+            auto r = env.step(a);
+            row["gflops"] = env.gflops();
+            row["reward"] = r.reward;
+            row["fraction_of_peak"] = env.gflops() / peak;
+            row["compile_ms"] = r.info.compile_ms;
+            row["tree"] = dump(env.program());
+            row["observations"] = observations();
+            steps.push_back(row);
+            if (!o->json) {
                 if (o->measure)
-                    fmt::print("step {}: {}  {}\n{}\n", i + 1, action_name(a), timing_text(timing, peak), dump(p));
+                    fmt::print("{:>4}  {:<12} {:<6} {:>9.2f} {:>+9.4f} {:>6.1f}%\n", i + 1, action_name(a),
+                               "yes", env.gflops(), r.reward, 100 * env.gflops() / peak);
                 else
-                    fmt::print("step {}: {}\n{}\n", i + 1, action_name(a), dump(p));
+                    fmt::print("{:>4}  {}\n", i + 1, action_name(a));
+                if (!o->quiet) fmt::print("{}\n", dump(env.program()));
+                print_observations();
             }
         }
-        // The final tree: through the interpreter when that is affordable, and through the JIT
-        // kernel that was measured (always, when measuring; instead of the interpreter for big
-        // computations).
-        const bool small = p.computation().flops() <= kInterpreterFlopsLimit;
-        const bool use_jit = o->measure || !small;
-        if (use_jit && !jit) jit = Jit::create();
+        const Program &final_program = env.program();
+        // The final tree: through the interpreter when that is affordable, and through its JIT
+        // kernel when measuring or when the interpreter would be too slow.
+        const bool small = final_program.comp->flops() <= kInterpreterFlopsLimit;
         Comparison cmp;
         std::string how;
         if (small) {
-            cmp = verify_schedule(p, 1, o->tolerance);
+            cmp = verify_schedule(final_program, 1, o->tolerance);
             how = "interpreter";
         }
-        if (use_jit && cmp.ok) {
-            Comparison k = verify_kernel(p, jit->compile(p).fn, o->tolerance);
+        if ((o->measure || !small) && cmp.ok) {
+            Comparison k = env.verify(final_program, o->tolerance);
             how += how.empty() ? "JIT kernel" : " and JIT kernel";
             if (!k.ok || !small) cmp = k;
             else cmp.max_rel_error = std::max(cmp.max_rel_error, k.max_rel_error);
         }
+        std::string tree_graph, flow_graph;
+        if (!o->graph.empty()) {
+            auto export_graph = [&](const looptune::Graph &g) {
+                return o->graph == "dot" ? looptune::to_dot(g) : looptune::to_graphml(g);
+            };
+            tree_graph = export_graph(looptune::loop_tree_graph(final_program));
+            flow_graph = export_graph(looptune::dataflow_graph(*final_program.comp));
+        }
         if (o->json) {
             nlohmann::json j;
             j["bench"] = o->bench;
+            j["benchmark"] = final_program.comp->name;
+            j["peak_gflops"] = peak;
             j["steps"] = steps;
-            j["final_tree"] = dump(p);
-            j["program"] = serialize(p);
+            j["final_tree"] = dump(final_program);
+            j["program"] = serialize(final_program);
+            j["gflops"] = env.gflops();
             j["verified"] = cmp.ok;
             j["verified_with"] = how;
-            if (o->measure) {
-                j["peak_gflops"] = peak;
-                j["final_measurement"] = timing_json(timing, peak);
-            }
             j["max_rel_error"] = cmp.max_rel_error;
             if (!cmp.ok) j["first_mismatch"] = cmp.first_mismatch;
+            if (!o->graph.empty()) {
+                j["loop_tree_graph"] = tree_graph;
+                j["dataflow_graph"] = flow_graph;
+            }
             print_json(j);
         } else {
-            fmt::print("final loop tree:\n{}\n", dump(p));
             if (o->measure)
-                fmt::print("final: {}  (peak {:.1f} GFLOPS)\n", timing_text(timing, peak), peak);
+                fmt::print("final loop tree ({:.2f} GFLOPS, {:.1f}% of peak):\n{}\n", env.gflops(),
+                           100 * env.gflops() / peak, dump(final_program));
+            else
+                fmt::print("final loop tree:\n{}\n", dump(final_program));
             if (cmp.ok)
                 fmt::print("verified ({}): matches the reference (max relative error {:.2e})\n", how,
                            cmp.max_rel_error);
             else
                 fmt::print("MISMATCH ({}): {} (max relative error {:.2e})\n", how, cmp.first_mismatch,
                            cmp.max_rel_error);
+            fmt::print("{}{}", tree_graph, flow_graph);
         }
         return cmp.ok ? 0 : 2;
     };

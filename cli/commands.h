@@ -15,6 +15,9 @@ Run add_generate(CLI::App &app);
 Run add_read(CLI::App &app);
 Run add_store(CLI::App &app);
 Run add_peak(CLI::App &app);
+Run add_search(CLI::App &app);
+Run add_validate(CLI::App &app);
+Run add_compare(CLI::App &app);
 
 /// Prints `j` as one JSON document on stdout.
 void print_json(const nlohmann::json &j);

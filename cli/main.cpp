@@ -19,6 +19,9 @@ int main(int argc, char **argv) {
     runs["read"] = add_read(app);
     runs["store"] = add_store(app);
     runs["peak"] = add_peak(app);
+    runs["search"] = add_search(app);
+    runs["validate"] = add_validate(app);
+    runs["compare"] = add_compare(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

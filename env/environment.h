@@ -29,6 +29,7 @@ struct EnvConfig {
     int max_loops = 10;                     ///< rows of loops_tensor
     std::string store_path;                 ///< SQLite measurement store; empty: none
     bool verify = false;                    ///< check each new kernel against the reference
+    bool measure_enabled = true;            ///< false: no JIT or measurement, G is always 0
     double max_gflops = 0;                  ///< the reward's roof; 0: looptool::max_gflops()
     /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
     looptool::MeasureOptions measure{.warmup = 2, .min_runs = 5, .min_time_s = 0.01,

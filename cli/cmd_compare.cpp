@@ -1,0 +1,76 @@
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "experiments/compare.h"
+#include "looptool/error.h"
+
+namespace looptool::cli {
+
+Run add_compare(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "compare", "Compare tuning methods on a dataset split: CSV, Markdown summary and PNG plots");
+    struct Opts {
+        looptune::CompareConfig c;
+        std::string split = "test", methods;
+        bool json = false, no_plots = false;
+    };
+    auto o = std::make_shared<Opts>();
+    std::string all;
+    for (const auto &m : looptune::default_compare_methods()) all += (all.empty() ? "" : ",") + m;
+    o->methods = all;
+    cmd->add_option("--dataset", o->c.dataset_dir, "Directory of benchmark files")->required();
+    cmd->add_option("--split", o->split, "train, test or all")->capture_default_str();
+    cmd->add_option("--methods", o->methods, "Comma-separated methods")->capture_default_str();
+    cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")->capture_default_str();
+    cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")->capture_default_str();
+    cmd->add_option("--seed", o->c.seed, "Random seed")->capture_default_str();
+    cmd->add_option("--space", o->c.space, "Action space: looptune or full")->capture_default_str();
+    cmd->add_option("--store", o->c.store_path, "SQLite measurement store shared by the searches");
+    cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str();
+    cmd->add_option("--out", o->c.out_dir, "Output directory (resumed if it holds results.csv)")->required();
+    cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG plots");
+    cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
+    return [o] {
+        o->c.split = looptune::parse_split(o->split);
+        o->c.plots = !o->no_plots;
+        o->c.methods.clear();
+        std::string cur;
+        for (char ch : o->methods + ",") {
+            if (ch == ',') {
+                if (!cur.empty()) o->c.methods.push_back(cur);
+                cur.clear();
+            } else if (ch != ' ') {
+                cur += ch;
+            }
+        }
+        const bool tty = ::isatty(2);
+        o->c.progress = [tty](const std::string &line) {
+            if (tty) fmt::print(stderr, "\r\033[K{}", line);
+            else fmt::print(stderr, "{}\n", line);
+        };
+        auto rows = looptune::run_compare(o->c);
+        if (tty) fmt::print(stderr, "\n");
+        auto sums = looptune::summarize(rows, o->c.methods);
+        if (o->json) {
+            nlohmann::json j = nlohmann::json::array();
+            for (const auto &s : sums)
+                j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"mean_gflops", s.mean_gflops},
+                             {"geomean_gflops", s.geomean_gflops}, {"geomean_speedup", s.geomean_speedup},
+                             {"geomean_vs_openblas", s.geomean_vs_openblas}, {"mean_seconds", s.mean_seconds}});
+            print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}});
+        } else {
+            fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "mean GF", "geomean GF",
+                       "speedup", "vs BLAS", "mean s");
+            for (const auto &s : sums)
+                fmt::print("{:<10} {:>5} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
+                           s.benchmarks, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                           s.geomean_vs_openblas, s.mean_seconds);
+            fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
+        }
+        return 0;
+    };
+}
+
+}  // namespace looptool::cli

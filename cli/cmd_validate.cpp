@@ -1,0 +1,135 @@
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "env/environment.h"
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+
+namespace looptool::cli {
+
+namespace {
+// RFC 4180 fields: commas separate, double quotes quote, "" is a quote.
+std::vector<std::vector<std::string>> parse_csv(const std::string &text, const std::string &source) {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> row;
+    std::string field;
+    bool quoted = false, any = false;
+    int line = 1;
+    for (size_t i = 0; i < text.size(); ++i) {
+        char ch = text[i];
+        if (quoted) {
+            if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+            else if (ch == '"') quoted = false;
+            else field += ch, line += ch == '\n';
+        } else if (ch == '"') {
+            quoted = any = true;
+        } else if (ch == ',') {
+            row.push_back(field), field.clear(), any = true;
+        } else if (ch == '\n' || ch == '\r') {
+            if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+            if (any || !field.empty()) row.push_back(field), rows.push_back(row);
+            row.clear(), field.clear(), any = false, ++line;
+        } else {
+            field += ch, any = true;
+        }
+    }
+    if (quoted) throw Error(fmt::format("{}:{}: unterminated quoted field", source, line));
+    if (any || !field.empty()) row.push_back(field), rows.push_back(row);
+    return rows;
+}
+}  // namespace
+
+Run add_validate(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "validate", "Replay recorded episodes (benchmark, actions, GFLOPS): check numerics and GFLOPS");
+    struct Opts {
+        std::string file, dataset, space = "full", store;
+        double tolerance_pct = 20;
+        bool json = false;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("episodes", o->file,
+                    "CSV with columns benchmark,actions,gflops (actions separated by spaces or ';'; "
+                    "header optional)")
+        ->required();
+    cmd->add_option("--dataset", o->dataset, "Directory to find benchmarks named without a path");
+    cmd->add_option("--tolerance-pct", o->tolerance_pct,
+                    "Allowed relative GFLOPS difference, percent")->capture_default_str();
+    cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
+    cmd->add_option("--store", o->store, "SQLite measurement store");
+    cmd->add_flag("--json", o->json, "Machine-readable output");
+    return [o] {
+        auto rows = parse_csv(read_file(o->file), o->file);
+        if (!rows.empty() && rows[0].size() >= 3 && rows[0][0] == "benchmark") rows.erase(rows.begin());
+        if (rows.empty()) throw Error(fmt::format("{}: no episodes", o->file));
+        looptune::EnvConfig cfg;
+        cfg.action_space = o->space;
+        cfg.store_path = o->store;
+        cfg.max_steps = 1 << 30;
+        looptune::Environment env(cfg);
+        nlohmann::json results = nlohmann::json::array();
+        int disagreements = 0;
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const auto &r = rows[i];
+            const std::string where = fmt::format("{}: episode {}", o->file, i + 1);
+            nlohmann::json res{{"episode", i + 1}};
+            std::vector<std::string> problems;
+            try {
+                if (r.size() < 3) throw Error(fmt::format("{}: expected 3 fields, got {}", where, r.size()));
+                std::string path = r[0];
+                if (!o->dataset.empty() && !std::filesystem::exists(path))
+                    path = (std::filesystem::path(o->dataset) / r[0]).string();
+                res["benchmark"] = r[0];
+                std::string acts = r[1];
+                for (char &ch : acts)
+                    if (ch == ';') ch = ' ';
+                auto actions = parse_action_list(acts);
+                char *end = nullptr;
+                double reported = std::strtod(r[2].c_str(), &end);
+                if (end == r[2].c_str() || !std::isfinite(reported) || reported < 0)
+                    throw Error(fmt::format("{}: '{}' is not a GFLOPS figure", where, r[2]));
+                env.reset(path);
+                for (size_t s = 0; s < actions.size(); ++s) {
+                    if (const char *why = why_illegal(env.program(), actions[s]))
+                        throw Error(fmt::format("{}: step {}: illegal action {}: {}", where, s + 1,
+                                                action_name(actions[s]), why));
+                    env.step(actions[s]);
+                }
+                Comparison cmp = env.verify(env.program());
+                double measured = env.gflops();
+                double diff_pct = reported > 0 ? 100 * (measured - reported) / reported : INFINITY;
+                res.update({{"reported_gflops", reported}, {"measured_gflops", measured},
+                            {"difference_pct", diff_pct}, {"verified", cmp.ok},
+                            {"max_rel_error", cmp.max_rel_error}});
+                if (!cmp.ok) problems.push_back("numerics differ from the reference: " + cmp.first_mismatch);
+                if (std::abs(diff_pct) > o->tolerance_pct)
+                    problems.push_back(fmt::format("GFLOPS {:.2f} measured vs {:.2f} reported ({:+.1f}%)",
+                                                   measured, reported, diff_pct));
+            } catch (const Error &e) {
+                problems.push_back(e.what());
+            }
+            res["ok"] = problems.empty();
+            res["problems"] = problems;
+            disagreements += !problems.empty();
+            if (!o->json) {
+                if (problems.empty())
+                    fmt::print("episode {} ({}): ok, {:.2f} GFLOPS measured vs {:.2f} reported\n", i + 1,
+                               res.value("benchmark", std::string("?")), res.value("measured_gflops", 0.0),
+                               res.value("reported_gflops", 0.0));
+                for (const auto &p : problems) fmt::print("episode {}: DISAGREES: {}\n", i + 1, p);
+            }
+            results.push_back(res);
+        }
+        if (o->json)
+            print_json({{"episodes", rows.size()}, {"disagreements", disagreements}, {"results", results}});
+        else
+            fmt::print("{} episodes, {} disagreements (GFLOPS tolerance {}%)\n", rows.size(), disagreements,
+                       o->tolerance_pct);
+        return disagreements == 0 ? 0 : 2;
+    };
+}
+
+}  // namespace looptool::cli
