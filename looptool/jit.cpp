@@ -70,6 +70,8 @@ struct Jit::Impl {
     std::string cpu, features, pipeline;
     std::unordered_map<std::string, KernelFn> cache;
     int next_id = 0;
+    bool timing = false;     // LOOPTOOL_JIT_TIMING: per-phase times to stderr
+    double last_opt_ms = 0;  // time of the IR pipeline in the last compile
 
     void optimize(llvm::Module &m) {
         if (options.verbose) {
@@ -78,6 +80,7 @@ struct Jit::Impl {
             m.print(os, nullptr);
             std::cerr << "; ---- LLVM IR before optimisation\n" << s;
         }
+        const auto t0 = std::chrono::steady_clock::now();
         if (options.optimize_ir) {
             llvm::LoopAnalysisManager lam;
             llvm::FunctionAnalysisManager fam;
@@ -103,6 +106,8 @@ struct Jit::Impl {
             }
             mpm.run(m, mam);
         }
+        last_opt_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (options.verbose) {
             std::string s;
             llvm::raw_string_ostream os(s);
@@ -127,6 +132,8 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     impl->options = options;
     const char *env = std::getenv("LOOPTOOL_PASSES");
     impl->pipeline = env && *env ? env : kDefaultPipeline;
+    const char *timing = std::getenv("LOOPTOOL_JIT_TIMING");
+    impl->timing = timing && *timing && std::string(timing) != "0";
 
     auto jtmb = check(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host");
     impl->cpu = llvm::sys::getHostCPUName().str();
@@ -162,6 +169,7 @@ Kernel Jit::compile(const Program &p) {
     const std::string name = fmt::format("looptool_kernel_{}", impl_->next_id++);
     auto ctx = std::make_unique<llvm::LLVMContext>();
     auto m = detail::lower_to_module(p, *ctx, name, impl_->options.lower, nullptr);
+    const auto t1 = std::chrono::steady_clock::now();
     if (impl_->options.verbose) std::cerr << "; ---- loop tree\n" << dump(p, false) << "\n";
     llvm::orc::LLJIT &jit = *impl_->lljit;
     m->setDataLayout(jit.getDataLayout());
@@ -172,6 +180,11 @@ Kernel Jit::compile(const Program &p) {
     auto fn = addr.toPtr<KernelFn>();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (impl_->timing) {
+        const double lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        std::cerr << fmt::format("jit {}: lower {:.2f} ms, IR passes {:.2f} ms, codegen+link {:.2f} ms\n",
+                                 name, lower_ms, impl_->last_opt_ms, ms - lower_ms - impl_->last_opt_ms);
+    }
     impl_->cache.emplace(key, fn);
     return {fn, ms, false};
 }
