@@ -14,6 +14,7 @@ using looptool::Action;
 std::string TileSchedule::name() const {
     std::string s = fmt::format("{}x{}", tm, tn);
     if (kb > 0) s += fmt::format(" kb{}", kb);
+    if (nb > 0) s += fmt::format(" nb{}", nb);
     s += " " + outer;
     if (!vectorize_write) s += " scalar-write";
     return s;
@@ -56,9 +57,9 @@ public:
     /// Splits the outermost loop over `var` of nest `nest` by `factor`, unless the factor
     /// covers the whole extent (then the loop itself is the inner dimension). Returns whether
     /// it split.
-    bool split(int nest, int var, int64_t factor, int64_t extent) {
+    bool split(int nest, int var, int64_t factor, int64_t extent, int level = 0) {
         if (factor <= 0 || factor >= extent) return false;
-        go(flat(nest, depth_of(nest, var, 0)));
+        go(flat(nest, depth_of(nest, var, level)));
         act(split_action(factor));
         return true;
     }
@@ -82,8 +83,11 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
 
     // 1. Splits of the compute nest (nest 0): each leaves the cursor's loop outer, new inner.
     const bool ms = b.split(0, M, s.tm, em);
-    const bool ns = b.split(0, N, s.tn, en);
+    // With an n block: split n by nb first, then the block by tn (n, N, n_i).
+    const bool nbs = s.nb > 0 && b.split(0, N, s.nb, en);
+    const bool ns = nbs ? b.split(0, N, s.tn, s.nb, 1) : b.split(0, N, s.tn, en);
     const bool ks = s.kb > 0 && b.split(0, K, s.kb, ek);
+    const int n_inner = int(nbs) + int(ns);  // level of n_i
 
     // 2. Order: the outer loops as asked, then k (or k_i), m_i, n_i. Moving each target loop up
     // to its place never swaps two loops of one variable: same-variable loops are already in
@@ -94,12 +98,13 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
     std::vector<Id> order;
     for (char ch : s.outer) {
         if (ch == 'm' && ms) order.push_back({M, 0});
-        if (ch == 'n' && ns) order.push_back({N, 0});
+        if (ch == 'n' && (ns || nbs)) order.push_back({N, 0});
+        if (ch == 'N' && nbs && ns) order.push_back({N, 1});
         if (ch == 'k' && ks) order.push_back({K, 0});
     }
     order.push_back({K, ks ? 1 : 0});
     order.push_back({M, ms ? 1 : 0});
-    order.push_back({N, ns ? 1 : 0});
+    order.push_back({N, n_inner});
     for (size_t i = 0; i < order.size(); ++i) {
         int d = b.depth_of(0, order[i].var, order[i].level);
         LT_CHECK(d >= int(i), "tile order: target loop above its place");
@@ -121,7 +126,7 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         b.go(b.flat(0, dm));
         b.act(Action::Unroll);
     }
-    b.go(b.flat(0, b.depth_of(0, N, ns ? 1 : 0)));
+    b.go(b.flat(0, b.depth_of(0, N, n_inner)));
     b.act(Action::Vectorize);
 
     // 4. The write nest (nest 1: m, n): vectorize 16 columns at a time.
@@ -144,6 +149,12 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k) {
                 if (kb < k)
                     for (const char *outer : {"kmn", "mkn", "nkm"})
                         f.push_back({tm, tn, kb, outer, true});
+    if (m >= 512 && n >= 512 && k >= 512)
+        for (int kb : {128, 256})
+            for (int nb : {256, 512})
+                if (nb < n)
+                    for (const char *outer : {"knmN", "nkmN"})
+                        f.push_back({8, 32, kb, outer, true, nb});
     f.push_back({8, 32, 0, "mn", false});
     return f;
 }

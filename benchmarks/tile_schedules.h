@@ -19,10 +19,12 @@ struct TileSchedule {
     int tm = 8;   ///< rows of the register tile (m_i, unrolled)
     int tn = 32;  ///< columns of the register tile (n_i, vectorized)
     int kb = 0;   ///< k block outside the tile; 0: none
-    /// Order of the outer loops, outermost first: a permutation of "mn" (kb = 0) or "mnk"
-    /// (kb > 0), where k is the k block loop. The loops inside are always k(_i), m_i, n_i.
+    /// Order of the outer loops, outermost first: a permutation of "mn", plus "k" when kb > 0
+    /// (the k block loop) and "N" when nb > 0 (then "n" is the n block loop and "N" the loop
+    /// over tiles inside it). The loops inside are always k(_i), m_i, n_i.
     std::string outer = "mn";
     bool vectorize_write = true;  ///< split the write nest's n by 16 and vectorize it
+    int nb = 0;   ///< n block (a multiple of tn) outside the tile columns; 0: none
 
     std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn", "8x32 mn scalar-write"
 };
@@ -37,7 +39,9 @@ std::vector<looptool::Action> tile_actions(const looptool::Computation &c,
 
 /// The variants tried per shape: tiles 8x32, 8x16, 4x64, 16x16, 4x32, 8x64 in both outer
 /// orders; for k >= 256, k blocks of 128 and 256 in orders kmn, mkn, nkm for the 8x32 and 4x64
-/// tiles; and the 8x32 tile with a scalar write nest, to show what vectorizing it is worth.
+/// tiles; for m, n, k >= 512, the 8x32 tile with k blocks of 128/256 and n blocks of
+/// 256/512 in orders knmN, nkmN (B block kb x nb kept in L2 while m sweeps); and the 8x32 tile
+/// with a scalar write nest, to show what vectorizing it is worth.
 std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
