@@ -186,8 +186,9 @@ private:
     void setup_nest(const Nest &nest);
     int region_start(int s) const;
     bool zero_start_ok(int s, int r) const;
-    int64_t count_statements(size_t d, std::vector<int64_t> &avail,
-                             std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> &memo);
+    int64_t emission_cost(size_t d, std::vector<int64_t> &avail,
+                          std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> &memo);
+    int64_t emission_cost();
 
     // -- emission
     void emit(size_t d, State st);
@@ -237,6 +238,7 @@ private:
     bool vector_safe_ = true;
     std::set<int> later_nest_;  // statements scheduled in nests after the current one
     std::set<int> scheduled_;   // statements in the tree
+    Nest relaxed_;              // the current nest with copy-only unrolling dropped
 };
 
 int64_t Lowerer::static_offset(int slot, const State &st) const {
@@ -672,8 +674,13 @@ void Lowerer::setup_nest(const Nest &nest) {
     }
 }
 
-int64_t Lowerer::count_statements(size_t d, std::vector<int64_t> &avail,
-                                  std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> &memo) {
+// Estimated cost of emitting the nest from depth d in context `avail`: one unit per
+// statement copy, plus a loop weight per run-time loop copy. Innermost run-time loops weigh
+// most: the loop vectorizer turns each into a vector body, a remainder and checks, and
+// costs ~2-4 ms of IR passes and codegen per copy (256 unrolled copies of the naive n loop
+// took ~0.9 s to compile).
+int64_t Lowerer::emission_cost(size_t d, std::vector<int64_t> &avail,
+                               std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> &memo) {
     if (d == nest_->loops.size()) return int64_t(nest_->stmts.size());
     auto key = std::make_pair(d, avail);
     if (auto it = memo.find(key); it != memo.end()) return it->second;
@@ -686,16 +693,37 @@ int64_t Lowerer::count_statements(size_t d, std::vector<int64_t> &avail,
     } else {
         const bool unrolled = l.unroll || l.vectorize || nfull <= 1;
         avail[v] = chunk;
-        if (nfull > 0) n += (unrolled ? nfull : 1) * count_statements(d + 1, avail, memo);
+        if (nfull > 0)
+            n += unrolled ? nfull * emission_cost(d + 1, avail, memo)
+                          : (d + 1 == nest_->loops.size() ? 64 : 8) + emission_cost(d + 1, avail, memo);
         if (rem > 0) {
             avail[v] = rem;
-            n += count_statements(d + 1, avail, memo);
+            n += emission_cost(d + 1, avail, memo);
         }
         avail[v] = total;
     }
     n = std::min<int64_t>(n, int64_t(1) << 40);
     memo[key] = n;
     return n;
+}
+
+// `nest` with unroll dropped from every loop that has a plain (run-time) loop beneath it:
+// such copies are not straight-line code anyway, and they multiply the loops to compile.
+int64_t Lowerer::emission_cost() {
+    std::vector<int64_t> avail;
+    for (const auto &v : c_.vars) avail.push_back(v.extent);
+    std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> memo;
+    return emission_cost(0, avail, memo);
+}
+
+Nest unroll_only_straight_line(Nest nest) {
+    bool plain_below = false;
+    for (size_t d = nest.loops.size(); d-- > 0;) {
+        Loop &l = nest.loops[d];
+        if (plain_below) l.unroll = false;
+        if (!l.unroll && !l.vectorize) plain_below = true;
+    }
+    return nest;
 }
 
 void Lowerer::build(const LoopTree &tree, const std::string &fn_name) {
@@ -733,11 +761,17 @@ void Lowerer::build(const LoopTree &tree, const std::string &fn_name) {
         later_nest_.clear();
         for (size_t nj = ni + 1; nj < tree.nests.size(); ++nj)
             later_nest_.insert(tree.nests[nj].stmts.begin(), tree.nests[nj].stmts.end());
+        // Over the budget, first drop the unrolling that only copies loops; then fall back to
+        // plain loops.
         setup_nest(tree.nests[ni]);
+        if (emission_cost() > opt_.max_emission_cost) {
+            relaxed_ = unroll_only_straight_line(tree.nests[ni]);
+            setup_nest(relaxed_);
+            sum_.relaxed_nests++;
+        }
         std::vector<int64_t> avail;
         for (const auto &v : c_.vars) avail.push_back(v.extent);
-        std::map<std::pair<size_t, std::vector<int64_t>>, int64_t> memo;
-        if (count_statements(0, avail, memo) > opt_.max_static_statements) {
+        if (emission_cost() > opt_.max_emission_cost) {
             sum_.generic_nests++;
             std::vector<Value *> idx(c_.vars.size(), b_.getInt64(0)), av;
             for (const auto &v : c_.vars) av.push_back(b_.getInt64(uint64_t(v.extent)));

@@ -153,13 +153,26 @@ TEST(Jit, UnrollWithTail) {
 
 TEST(Jit, GenericFallbackStaysCorrect) {
     JitOptions o;
-    o.lower.max_static_statements = 1;
+    o.lower.max_emission_cost = 1;
     auto jit = Jit::create(o);
     Program p = apply_all(matmul_program(37, 100, 29), kTile8x32);
     EXPECT_TRUE(matches_reference(*jit, p));
     LoweringSummary s = lower_to_llvm_ir(p, "k", o.lower).summary;
     EXPECT_GE(s.generic_nests, 1);
     EXPECT_FALSE(s.zeroed_tensors.empty());
+}
+
+TEST(Jit, CopyOnlyUnrollingIsDroppedOverTheBudget) {
+    // k unrolled 200 times around a plain n loop: 200 loop copies to vectorize.
+    Program p = apply_all(matmul_program(20, 30, 200), "down, unroll");
+    LoweringSummary s = lower_to_llvm_ir(p).summary;
+    EXPECT_EQ(s.relaxed_nests, 1);
+    EXPECT_EQ(s.generic_nests, 0);
+    EXPECT_TRUE(matches_reference(shared_jit(), p));
+    // Under the budget the copies are emitted.
+    LowerOptions o;
+    o.max_emission_cost = 1 << 20;
+    EXPECT_EQ(lower_to_llvm_ir(p, "k", o).summary.relaxed_nests, 0);
 }
 
 TEST(Jit, CacheIgnoresTheCursor) {
