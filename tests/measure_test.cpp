@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -211,6 +212,32 @@ TEST(Peak, StoredPeakIsWrittenAndReadBack) {
             EXPECT_NE(std::string(e.what()).find("peak.json"), std::string::npos) << e.what();
         }
     }
+    std::filesystem::remove_all(dir);
+}
+
+TEST(Peak, CliMeasuresAndStores) {
+    auto dir = std::filesystem::temp_directory_path() /
+               ("looptune_peak_cli_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::string cmd = "env -u MAX_GFLOPS XDG_CACHE_HOME='" + dir.string() + "' '" LOOPTOOL_CLI
+                      "' peak --json --seconds 0.05 2>&1";
+    FILE *f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[256];
+    while (size_t n = fread(buf, 1, sizeof(buf), f)) out.append(buf, n);
+    EXPECT_EQ(pclose(f), 0) << out;
+    EXPECT_NE(out.find("\"gflops\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"isa\""), std::string::npos) << out;
+    const auto stored = dir / "looptune" / "peak.json";
+    ASSERT_TRUE(std::filesystem::exists(stored)) << out;
+    EXPECT_NE(read_file(stored.string()).find(cpu_model_name()), std::string::npos);
+    // Bad input is rejected with an error, not measured.
+    f = popen(("'" LOOPTOOL_CLI "' peak --seconds -1 2>&1"), "r");
+    ASSERT_NE(f, nullptr);
+    while (fread(buf, 1, sizeof(buf), f)) {
+    }
+    EXPECT_NE(pclose(f), 0);
     std::filesystem::remove_all(dir);
 }
 
