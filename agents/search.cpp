@@ -52,15 +52,21 @@ SearchState::SearchState(Environment &e, const Program &start, const SearchConfi
 double SearchState::elapsed() const { return double(now_ns() - start_ns_) * 1e-9; }
 
 bool SearchState::out_of_time() const {
-    return elapsed() >= config.budget_s;
+    return elapsed() >= config.budget_s ||
+           (config.max_schedules > 0 && distinct_ >= config.max_schedules);
 }
 
 double SearchState::evaluate(const Program &p, const std::vector<Action> &path) {
-    if (out_of_time() && distinct_ > 0) {
+    const std::string key = schedule_key(p);
+    const bool is_new = !seen_.count(key);
+    if (is_new && out_of_time() && distinct_ > 0) {
         exhausted_ = true;
         return -1;
     }
-    if (seen_.insert(schedule_key(p)).second) ++distinct_;
+    if (is_new) {
+        seen_.insert(key);
+        ++distinct_;
+    }
     double g = env.evaluate(p);
     if (curve_.empty() || g > best_gflops_) {
         best_gflops_ = g;

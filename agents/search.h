@@ -17,6 +17,7 @@ struct SearchConfig {
     int max_steps = 10;        ///< actions per sequence (LoopTune: 10)
     double budget_s = 60;      ///< wall-clock budget, seconds
     uint64_t seed = 0;         ///< random and genetic
+    int64_t max_schedules = 0; ///< stop after this many distinct schedules (0: no limit)
     int population = 16;       ///< genetic: sequences per generation
     int generations = 1000;    ///< genetic: upper bound (the budget usually ends it first)
     double crossover_rate = 0.7;  ///< genetic: probability a child is a crossover
@@ -57,7 +58,7 @@ public:
     SearchState(Environment &env, const looptool::Program &start, const SearchConfig &config);
     bool out_of_time() const;
     /// GFLOPS of `p` reached by `path` from the start; updates the best. Returns -1 when the
-    /// budget is exhausted (nothing measured).
+    /// budget (time or max_schedules) is exhausted (nothing measured).
     double evaluate(const looptool::Program &p, const std::vector<looptool::Action> &path);
     std::vector<looptool::Action> legal_actions(const looptool::Program &p) const;
     SearchResult finish(std::string algo);

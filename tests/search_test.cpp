@@ -1,0 +1,100 @@
+#include "agents/search.h"
+
+#include <gtest/gtest.h>
+
+#include "looptool/error.h"
+
+using namespace looptool;
+using namespace looptune;
+
+namespace {
+EnvConfig fast_env() {
+    EnvConfig c;
+    c.action_space = "full";
+    c.max_gflops = 100;
+    c.verify = true;  // every schedule a search measures is checked against the reference
+    c.measure.min_time_s = 0.001;
+    c.measure.min_runs = 2;
+    c.measure.warmup = 1;
+    return c;
+}
+Program start_of(Environment &env, int64_t m, int64_t n, int64_t k) {
+    Program p = Program::naive(std::make_shared<Computation>(make_matmul(m, n, k)));
+    env.reset(p);
+    return p;
+}
+}  // namespace
+
+class EverySearch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EverySearch, ReturnsAReplayableScheduleNoWorseThanTheStart) {
+    Environment env(fast_env());
+    Program start = start_of(env, 24, 40, 16);
+    SearchConfig cfg;
+    cfg.budget_s = 30;
+    cfg.max_steps = 4;
+    cfg.max_schedules = 40;
+    cfg.population = 6;
+    cfg.generations = 4;
+    SearchResult r = run_search(GetParam(), env, start, cfg);
+    EXPECT_EQ(r.algo, GetParam());
+    EXPECT_GE(r.best_gflops, r.base_gflops);
+    EXPECT_LE(int(r.actions.size()), cfg.max_steps);
+    EXPECT_GE(r.schedules_measured, 1);
+    EXPECT_LE(r.schedules_measured, cfg.max_schedules);
+    Program p = start;
+    for (Action a : r.actions) p = apply(p, a);  // throws if the sequence is illegal
+    EXPECT_EQ(schedule_key(p), schedule_key(r.best));
+    EXPECT_EQ(env.evaluate(p), r.best_gflops);
+    ASSERT_FALSE(r.curve.empty());
+    for (size_t i = 1; i < r.curve.size(); ++i) {
+        EXPECT_GE(r.curve[i].best_gflops, r.curve[i - 1].best_gflops);
+        EXPECT_GE(r.curve[i].seconds, r.curve[i - 1].seconds);
+    }
+    EXPECT_EQ(r.curve.back().best_gflops, r.best_gflops);
+}
+
+TEST_P(EverySearch, IsDeterministicGivenTheSameMeasurements) {
+    // A second run in the same environment sees identical GFLOPS (the cache), so the search
+    // must make identical choices.
+    Environment env(fast_env());
+    Program start = start_of(env, 16, 32, 8);
+    SearchConfig cfg;
+    cfg.budget_s = 30;
+    cfg.max_steps = 3;
+    cfg.max_schedules = 25;
+    cfg.population = 5;
+    cfg.generations = 3;
+    cfg.seed = 42;
+    SearchResult a = run_search(GetParam(), env, start, cfg);
+    SearchResult b = run_search(GetParam(), env, start, cfg);
+    EXPECT_EQ(a.actions, b.actions);
+    EXPECT_EQ(a.best_gflops, b.best_gflops);
+    EXPECT_EQ(a.schedules_measured, b.schedules_measured);
+}
+
+INSTANTIATE_TEST_SUITE_P(Search, EverySearch, ::testing::ValuesIn(search_algorithms()));
+
+TEST(Search, BeamRanksChildrenByMeasuredGflops) {
+    // With a width-1 effective beam at depth 1, beam4bfs must keep the best child: the best
+    // one-action schedule it reports is the maximum over all legal children.
+    Environment env(fast_env());
+    Program start = start_of(env, 32, 32, 32);
+    SearchConfig cfg;
+    cfg.budget_s = 30;
+    cfg.max_steps = 1;
+    SearchResult r = run_search("beam4bfs", env, start, cfg);
+    double best_child = env.evaluate(start);
+    for (Action a : env.action_space().actions)
+        if (is_legal(start, a)) best_child = std::max(best_child, env.evaluate(apply(start, a)));
+    EXPECT_EQ(r.best_gflops, best_child);
+}
+
+TEST(Search, BadArgumentsAreErrors) {
+    Environment env(fast_env());
+    Program start = start_of(env, 8, 8, 8);
+    SearchConfig cfg;
+    EXPECT_THROW(run_search("annealing", env, start, cfg), Error);
+    cfg.max_steps = 0;
+    EXPECT_THROW(run_search("greedy1", env, start, cfg), Error);
+}
