@@ -28,7 +28,10 @@ struct Measurement {
     double min_s = 0;
     double cv = 0;              ///< coefficient of variation of the call times
     int runs = 0;
-    bool timed_out = false;     ///< cut off by the time cap; figures are then a lower bound
+    /// Cut off by the time cap. The figures then come from the calls that completed (timed,
+    /// else warm-up; runs counts timed ones only), or, if none did, from the cut call's elapsed
+    /// time: a lower bound on its time, so the GFLOPS are an upper bound.
+    bool timed_out = false;
 };
 
 /// Times `fn` on `buffers` (see KernelFn); FLOPs are c.flops() (2*m*n*k for a matmul).
