@@ -22,8 +22,9 @@ using KernelFn = void (*)(float *const *buffers, const volatile int32_t *cancel)
 struct JitOptions {
     /// Print the loop tree and the LLVM IR before and after optimisation to stderr.
     bool verbose = false;
-    /// Run the IR optimisation pipeline (O2-level) before codegen. The lowering already
-    /// emits register tiles, unrolled and vectorized code, so this mostly cleans up.
+    /// Run the IR pipeline (inlining, cleanup, LICM, loop and SLP vectorization; see
+    /// jit.cpp) before codegen. The lowering already emits register tiles, unrolled and
+    /// vectorized code; the passes clean up and vectorize the loops left plain.
     bool optimize_ir = true;
     /// Lowering choices (copy elision, the static-expansion budget).
     LowerOptions lower;

@@ -46,7 +46,9 @@ using llvm::Value;
 // LoopTune writes a matmul as `T += A*B` then `C = T`. When the second statement is an
 // identity copy over the whole of C, T is a temporary read by that copy only, and C is
 // written and read nowhere else, computing straight into C gives the same outputs and saves
-// a pass over two m*n buffers (measured ~5-8% at 256^3 with the 8x32 tile, see jit.cpp).
+// a pass over two m*n buffers: the 8x32 tile on 256^3 ran at 233-239 GFLOPS with it and
+// 227-230 without (three interleaved runs, pinned, on a shared Zen 5), a small but
+// consistent gain; the naive nest is unchanged.
 
 // True when `a` indexes each dimension of tensor t by a distinct var with coefficient 1 and
 // no offset, and that var spans the dimension: an injective map onto every element.

@@ -82,6 +82,19 @@ TEST(Jit, NaiveNests) {
     EXPECT_TRUE(matches_reference(shared_jit(), program_of(make_conv2d(2, 3, 9, 10, 4, 3, 2))));
 }
 
+TEST(Jit, UnoptimisedAndVerboseKernelsAreCorrectToo) {
+    JitOptions o;
+    o.optimize_ir = false;
+    o.verbose = true;
+    auto jit = Jit::create(o);
+    ::testing::internal::CaptureStderr();
+    auto r = matches_reference(*jit, apply_all(matmul_program(37, 100, 29), kTile8x32));
+    std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(r);
+    EXPECT_NE(log.find("LLVM IR before optimisation"), std::string::npos);
+    EXPECT_NE(log.find("define void @looptool_kernel_0"), std::string::npos);
+}
+
 TEST(Jit, RegisterTile8x32WithAndWithoutTails) {
     for (auto [m, n, k] : {std::tuple{112, 208, 256}, {37, 100, 129}, {16, 64, 5}}) {
         Program p = apply_all(matmul_program(m, n, k), kTile8x32);
