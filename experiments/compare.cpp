@@ -206,7 +206,8 @@ void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
 
 std::vector<CompareRow> run_compare(const CompareConfig &c) {
     if (c.methods.empty()) throw Error("compare: no methods");
-    std::set<std::string> known(default_compare_methods().begin(), default_compare_methods().end());
+    const auto builtin = default_compare_methods();
+    std::set<std::string> known(builtin.begin(), builtin.end());
     for (const auto &[name, fn] : c.extra_methods) known.insert(name);
     for (const auto &m : c.methods)
         if (!known.count(m)) throw Error(fmt::format("compare: unknown method '{}'", m));
