@@ -13,7 +13,7 @@ Run add_compare(CLI::App &app) {
         "compare", "Compare tuning methods on a dataset split: CSV, Markdown summary and PNG plots");
     struct Opts {
         looptune::CompareConfig c;
-        std::string split = "test", methods;
+        std::string split = "test", methods, benchmarks;
         bool json = false, no_plots = false;
     };
     auto o = std::make_shared<Opts>();
@@ -29,12 +29,28 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--space", o->c.space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->c.store_path, "SQLite measurement store shared by the searches");
     cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str();
+    cmd->add_option("--benchmarks", o->benchmarks,
+                    "Only these benchmarks (comma-separated names), or 'looptune' for LoopTune's 25 "
+                    "test benchmarks");
     cmd->add_option("--out", o->c.out_dir, "Output directory (resumed if it holds results.csv)")->required();
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG plots");
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {
         o->c.split = looptune::parse_split(o->split);
         o->c.plots = !o->no_plots;
+        if (o->benchmarks == "looptune") {
+            o->c.benchmarks = looptune::Dataset::looptune_test_names();
+        } else {
+            std::string cur;
+            for (char ch : o->benchmarks + ",") {
+                if (ch == ',') {
+                    if (!cur.empty()) o->c.benchmarks.push_back(cur);
+                    cur.clear();
+                } else if (ch != ' ') {
+                    cur += ch;
+                }
+            }
+        }
         o->c.methods.clear();
         std::string cur;
         for (char ch : o->methods + ",") {

@@ -217,6 +217,20 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
         throw Error("compare: gnuplot with the pngcairo terminal is not installed (apt-get install gnuplot-nox)");
     Dataset ds = Dataset::load(c.dataset_dir);
     std::vector<std::string> files = ds.files(c.split);
+    if (!c.benchmarks.empty()) {
+        std::vector<std::string> chosen;
+        for (const auto &name : c.benchmarks) {
+            auto it = std::find_if(files.begin(), files.end(), [&](const std::string &f) {
+                return fs::path(f).filename().string() == name;
+            });
+            if (it == files.end())
+                throw Error(fmt::format("compare: benchmark '{}' is not in the {} split of {}", name,
+                                        c.split == Split::Test ? "test" : c.split == Split::Train ? "train" : "whole",
+                                        c.dataset_dir));
+            chosen.push_back(*it);
+        }
+        files = chosen;
+    }
     if (c.limit > 0 && size_t(c.limit) < files.size()) files.resize(size_t(c.limit));
     const bool want_blas = std::find(c.methods.begin(), c.methods.end(), "openblas") != c.methods.end();
     if (want_blas) bench::load_openblas("SkylakeX");

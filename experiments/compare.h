@@ -34,6 +34,9 @@ struct CompareConfig {
     std::string store_path;     ///< shared measurement store (optional)
     std::string out_dir;
     int limit = 0;              ///< first N benchmarks of the split (0: all)
+    /// Only these benchmark names (after the split); empty: all. Names missing from the split
+    /// are an error.
+    std::vector<std::string> benchmarks;
     bool plots = true;
     std::map<std::string, TuneMethod> extra_methods;
     std::function<void(const std::string &)> progress;  ///< one progress line at a time
