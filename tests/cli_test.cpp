@@ -2,7 +2,6 @@
 // the parsers: every failure is a clear message naming the file on stderr with a non-zero exit,
 // never a crash, an exception of another type, a hang or a half-written file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
@@ -20,33 +19,10 @@ namespace {
 
 const fs::path kCorpus = LOOPTUNE_CORPUS_DIR;
 
-struct RunResult {
-    int exit_code = -1;  // -1 when killed by a signal
-    std::string out, err;
-};
-
-std::string slurp(const fs::path &p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs `looptool ARGS` in `dir` with no stdin.
-RunResult run_cli(const tests::TempDir &dir, const std::string &args) {
-    const std::string cmd = "cd '" + dir.path.string() + "' && exec '" LOOPTOOL_CLI "' " + args +
-                            " >.stdout 2>.stderr </dev/null";
-    int status = std::system(cmd.c_str());
-    RunResult r;
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    r.out = slurp(dir.path / ".stdout");
-    r.err = slurp(dir.path / ".stderr");
-    fs::remove(dir.path / ".stdout");
-    fs::remove(dir.path / ".stderr");
-    return r;
-}
-
-void write(const tests::TempDir &dir, const std::string &name, const std::string &text) {
-    std::ofstream(dir.path / name, std::ios::binary) << text;
-}
+using tests::RunResult;
+using tests::run_cli;
+using tests::slurp;
+using tests::write;
 
 // A clean failure: exit code 1 (looptool::Error), every `needles` on stderr, no leftover
 // temporary files.

@@ -2,7 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <sys/wait.h>
+
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -68,5 +73,36 @@ struct TempDir {
     }
     std::string operator/(const std::string &name) const { return (path / name).string(); }
 };
+
+/// A run of the built `looptool` binary (LOOPTOOL_CLI).
+struct RunResult {
+    int exit_code = -1;  // -1 when killed by a signal
+    std::string out, err;
+};
+
+inline std::string slurp(const std::filesystem::path &p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void write(const TempDir &dir, const std::string &name, const std::string &text) {
+    std::ofstream(dir.path / name, std::ios::binary) << text;
+}
+
+#ifdef LOOPTOOL_CLI
+/// Runs `looptool ARGS` in `dir` with no stdin.
+inline RunResult run_cli(const TempDir &dir, const std::string &args) {
+    const std::string cmd = "cd '" + dir.path.string() + "' && exec '" LOOPTOOL_CLI "' " + args +
+                            " >.stdout 2>.stderr </dev/null";
+    int status = std::system(cmd.c_str());
+    RunResult r;
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    r.out = slurp(dir.path / ".stdout");
+    r.err = slurp(dir.path / ".stderr");
+    std::filesystem::remove(dir.path / ".stdout");
+    std::filesystem::remove(dir.path / ".stderr");
+    return r;
+}
+#endif
 
 }  // namespace looptool::tests
