@@ -38,29 +38,9 @@ Run add_compare(CLI::App &app) {
     return [o] {
         o->c.split = looptune::parse_split(o->split);
         o->c.plots = !o->no_plots;
-        if (o->benchmarks == "looptune") {
-            o->c.benchmarks = looptune::Dataset::looptune_test_names();
-        } else {
-            std::string cur;
-            for (char ch : o->benchmarks + ",") {
-                if (ch == ',') {
-                    if (!cur.empty()) o->c.benchmarks.push_back(cur);
-                    cur.clear();
-                } else if (ch != ' ') {
-                    cur += ch;
-                }
-            }
-        }
-        o->c.methods.clear();
-        std::string cur;
-        for (char ch : o->methods + ",") {
-            if (ch == ',') {
-                if (!cur.empty()) o->c.methods.push_back(cur);
-                cur.clear();
-            } else if (ch != ' ') {
-                cur += ch;
-            }
-        }
+        o->c.benchmarks = o->benchmarks == "looptune" ? looptune::Dataset::looptune_test_names()
+                                                      : split_list(o->benchmarks);
+        o->c.methods = split_list(o->methods);
         const bool tty = ::isatty(2);
         o->c.progress = [tty](const std::string &line) {
             if (tty) fmt::print(stderr, "\r\033[K{}", line);

@@ -41,19 +41,6 @@ std::string observation_text(const looptune::Observation &o) {
     return s;
 }
 
-std::vector<std::string> split_list(const std::string &s) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char ch : s + ",") {
-        if (ch == ',') {
-            if (!cur.empty()) out.push_back(cur);
-            cur.clear();
-        } else if (ch != ' ') {
-            cur += ch;
-        }
-    }
-    return out;
-}
 }  // namespace
 
 Run add_read(CLI::App &app) {

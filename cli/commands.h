@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace looptool::cli {
 
@@ -18,6 +19,9 @@ Run add_peak(CLI::App &app);
 Run add_search(CLI::App &app);
 Run add_validate(CLI::App &app);
 Run add_compare(CLI::App &app);
+
+/// Splits "a, b,c" at commas, dropping spaces and empty items.
+std::vector<std::string> split_list(const std::string &text);
 
 /// Prints `j` as one JSON document on stdout.
 void print_json(const nlohmann::json &j);

@@ -8,6 +8,20 @@
 
 namespace looptool::cli {
 void print_json(const nlohmann::json &j) { std::cout << j.dump(2) << std::endl; }
+
+std::vector<std::string> split_list(const std::string &text) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char ch : text + ",") {
+        if (ch == ',') {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else if (ch != ' ') {
+            cur += ch;
+        }
+    }
+    return out;
+}
 }  // namespace looptool::cli
 
 int main(int argc, char **argv) {
