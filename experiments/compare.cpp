@@ -187,8 +187,16 @@ void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
                   benches, seconds);
     for (const auto &b : benches) {
         std::vector<Series> curves;
+        size_t longest = 1;
+        for (const auto &r : rows)
+            if (r.benchmark == b) longest = std::max(longest, r.step_gflops.size());
         for (const auto &r : rows) {
-            if (r.benchmark != b || r.step_gflops.empty()) continue;
+            if (r.benchmark != b) continue;
+            if (r.method == "openblas") {  // the hand-tuned library as a flat reference line
+                curves.push_back({"openblas", {0.0, double(longest - 1)}, {r.gflops, r.gflops}});
+                continue;
+            }
+            if (r.step_gflops.empty()) continue;
             Series s{r.method, {}, {}};
             for (size_t i = 0; i < r.step_gflops.size(); ++i) {
                 s.x.push_back(double(i));

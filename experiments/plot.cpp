@@ -84,7 +84,7 @@ void plot_bars(const std::string &png_path, const PlotSpec &spec,
     std::string s = header(spec);
     s += "set style data histogram\nset style histogram cluster gap 1\nset style fill solid 0.9 border -1\n";
     s += "set boxwidth 0.9\nset xtics rotate by -45\n";
-    if (spec.log_y) s += "set yrange [*:*]\n";
+    s += spec.log_y ? "set yrange [*:*]\n" : "set yrange [0:*]\n";  // bars start at zero
     std::string plot = "plot ";
     std::string data;
     for (size_t i = 0; i < series.size(); ++i) {
