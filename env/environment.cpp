@@ -24,7 +24,7 @@ Environment::Environment(EnvConfig config)
                                             : 1.0;
     if (!config_.store_path.empty()) {
         store_ = MeasurementStore::open(config_.store_path);
-        machine_ = machine_fingerprint(max_gflops_);
+        machine_ = machine_fingerprint(machine_peak_gflops());
     }
 }
 

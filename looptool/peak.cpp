@@ -202,6 +202,10 @@ PeakResult measure_peak_gflops(double seconds) {
 
 double max_gflops() {
     if (auto v = env_max_gflops()) return *v;
+    return machine_peak_gflops();
+}
+
+double machine_peak_gflops() {
     std::lock_guard<std::mutex> lock(g_known_mu);
     const std::string path = cache_path();
     if (g_known > 0 && g_known_path == path) return g_known;
