@@ -48,7 +48,7 @@ Run add_read(CLI::App &app) {
         "read", "Load a benchmark, replay actions with GFLOPS and rewards per step, verify the result");
     struct Opts {
         std::string bench, actions, actions_file, space = "full", observe, graph, store;
-        bool skip_illegal = false, json = false, quiet = false, naive = false, measure = true;
+        bool skip_illegal = false, json = false, quiet = false, naive = false, measure = true, verify = false;
         double tolerance = 1e-4;
         int max_loops = 10;
     };
@@ -72,6 +72,8 @@ Run add_read(CLI::App &app) {
     cmd->add_option("--graph", o->graph, "Print the final loop-tree and dataflow graphs: dot or graphml")
         ->check(CLI::IsMember({"dot", "graphml"}));
     cmd->add_option("--store", o->store, "SQLite measurement store (created if missing)");
+    cmd->add_flag("--verify", o->verify,
+                  "Check every newly compiled kernel against the reference interpreter");
     cmd->add_flag("--measure,!--no-measure", o->measure,
                   "JIT-compile and measure the tree after each action (GFLOPS, reward, % of peak); "
                   "on by default");
@@ -81,6 +83,7 @@ Run add_read(CLI::App &app) {
         looptune::EnvConfig cfg;
         cfg.action_space = o->space;
         cfg.store_path = o->store;
+        cfg.verify = o->verify;
         cfg.max_loops = o->max_loops;
         cfg.max_steps = 1 << 30;
         cfg.measure_enabled = o->measure;

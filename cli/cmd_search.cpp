@@ -12,7 +12,7 @@ Run add_search(CLI::App &app) {
     struct Opts {
         std::string bench, algo = "greedy2", space = "full", store;
         looptune::SearchConfig search;
-        bool json = false, naive = false;
+        bool verify = false, json = false, naive = false;
     };
     auto o = std::make_shared<Opts>();
     std::string algos;
@@ -30,11 +30,14 @@ Run add_search(CLI::App &app) {
     cmd->add_option("--mutation", o->search.mutation_rate, "genetic: per-gene mutation rate")->capture_default_str();
     cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->store, "SQLite measurement store shared across runs");
+    cmd->add_flag("--verify", o->verify,
+                  "Check every newly compiled kernel against the reference interpreter");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
         looptune::EnvConfig cfg;
         cfg.action_space = o->space;
         cfg.store_path = o->store;
+        cfg.verify = o->verify;
         looptune::Environment env(cfg);
         Program start = Program::naive(load_program_file(o->bench).comp);
         env.reset(start);

@@ -48,7 +48,7 @@ Run add_validate(CLI::App &app) {
     struct Opts {
         std::string file, dataset, space = "full", store;
         double tolerance_pct = 20;
-        bool json = false;
+        bool verify = false, json = false;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("episodes", o->file,
@@ -60,6 +60,8 @@ Run add_validate(CLI::App &app) {
                     "Allowed relative GFLOPS difference, percent")->capture_default_str();
     cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->store, "SQLite measurement store");
+    cmd->add_flag("--verify", o->verify,
+                  "Check every newly compiled kernel against the reference interpreter");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
         auto rows = parse_csv(read_file(o->file), o->file);
@@ -68,6 +70,7 @@ Run add_validate(CLI::App &app) {
         looptune::EnvConfig cfg;
         cfg.action_space = o->space;
         cfg.store_path = o->store;
+        cfg.verify = o->verify;
         cfg.max_steps = 1 << 30;
         looptune::Environment env(cfg);
         nlohmann::json results = nlohmann::json::array();
