@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "agents/policy.h"
 #include "experiments/compare.h"
 #include "looptool/error.h"
 
@@ -13,7 +14,7 @@ Run add_compare(CLI::App &app) {
         "compare", "Compare tuning methods on a dataset split: CSV, Markdown summary and PNG plots");
     struct Opts {
         looptune::CompareConfig c;
-        std::string split = "test", methods, benchmarks;
+        std::string split = "test", methods, benchmarks, policy;
         bool json = false, no_plots = false;
     };
     auto o = std::make_shared<Opts>();
@@ -33,6 +34,7 @@ Run add_compare(CLI::App &app) {
                     "Only these benchmarks (comma-separated names), or 'looptune' for LoopTune's 25 "
                     "test benchmarks");
     cmd->add_option("--out", o->c.out_dir, "Output directory (resumed if it holds results.csv)")->required();
+    cmd->add_option("--policy", o->policy, "Policy file for the `policy` method (default: the shipped one)");
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG plots");
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {
@@ -41,6 +43,21 @@ Run add_compare(CLI::App &app) {
         o->c.benchmarks = o->benchmarks == "looptune" ? looptune::Dataset::looptune_test_names()
                                                       : split_list(o->benchmarks);
         o->c.methods = split_list(o->methods);
+        if (std::find(o->c.methods.begin(), o->c.methods.end(), "policy") != o->c.methods.end()) {
+            // The policy rolls out in the same environment as the searches, so it gets the same
+            // step limit and action space; a policy trained for others is refused, not adapted.
+            auto policy = std::make_shared<looptune::Policy>(
+                looptune::Policy::load(o->policy.empty() ? looptune::default_policy_path() : o->policy));
+            const auto &info = policy->info();
+            if (info.max_steps != o->c.max_steps || info.action_space != o->c.space)
+                throw Error(fmt::format("policy {} was trained for {} steps in action space '{}': run compare with "
+                                        "--steps {} --space {}",
+                                        info.path, info.max_steps, info.action_space, info.max_steps,
+                                        info.action_space));
+            o->c.extra_methods["policy"] = [policy](looptune::Environment &env, const Program &start) {
+                return looptune::tune_with_policy(*policy, env, start).best_actions;
+            };
+        }
         const bool tty = ::isatty(2);
         o->c.progress = [tty](const std::string &line) {
             if (tty) fmt::print(stderr, "\r\033[K{}", line);

@@ -1,6 +1,11 @@
 #include <fmt/format.h>
 
 #include "agents/search.h"
+#include "agents/trace.h"
+#include "env/dataset.h"
+
+#include <filesystem>
+#include <set>
 #include "cli/commands.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
@@ -10,14 +15,22 @@ namespace looptool::cli {
 Run add_search(CLI::App &app) {
     auto *cmd = app.add_subcommand("search", "Tune one benchmark with a search baseline");
     struct Opts {
-        std::string bench, algo = "greedy2", space = "full", store;
+        std::vector<std::string> benches;
+        std::string algo = "greedy2", space = "full", store, dataset, split = "train", trace;
+        int limit = 0;
         looptune::SearchConfig search;
         bool verify = false, json = false, naive = false;
     };
     auto o = std::make_shared<Opts>();
     std::string algos;
     for (const auto &a : looptune::search_algorithms()) algos += (algos.empty() ? "" : ", ") + a;
-    cmd->add_option("--bench", o->bench, "Benchmark file")->required();
+    cmd->add_option("--bench", o->benches, "Benchmark file (repeatable)");
+    cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead");
+    cmd->add_option("--split", o->split, "With --dataset: train, test or all")->capture_default_str();
+    cmd->add_option("--limit", o->limit, "With --dataset: only the first N benchmarks (0: all)")->capture_default_str();
+    cmd->add_option("--trace", o->trace,
+                    "Append each benchmark's best sequence to this CSV (warm starts for `train --warmstart`); "
+                    "benchmarks already traced with this algorithm are skipped");
     cmd->add_option("--algo", o->algo, "Search algorithm: " + algos)
         ->check(CLI::IsMember(looptune::search_algorithms()))
         ->capture_default_str();
@@ -34,38 +47,61 @@ Run add_search(CLI::App &app) {
                   "Check every newly compiled kernel against the reference interpreter");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
+        std::vector<std::string> benches = o->benches;
+        if (!o->dataset.empty()) {
+            auto files = looptune::Dataset::load(o->dataset).files(looptune::parse_split(o->split));
+            if (o->limit > 0 && size_t(o->limit) < files.size()) files.resize(size_t(o->limit));
+            benches.insert(benches.end(), files.begin(), files.end());
+        }
+        if (benches.empty()) throw Error("search: give --bench FILE or --dataset DIR");
+        std::set<std::string> traced;
+        if (!o->trace.empty() && std::filesystem::exists(o->trace))
+            for (const auto &t : looptune::load_traces(o->trace))
+                if (t.algo == o->algo) traced.insert(t.benchmark);
+        nlohmann::json results = nlohmann::json::array();
         looptune::EnvConfig cfg;
         cfg.action_space = o->space;
         cfg.store_path = o->store;
         cfg.verify = o->verify;
         looptune::Environment env(cfg);
-        Program start = Program::naive(load_program_file(o->bench).comp);
-        env.reset(start);
-        looptune::SearchResult r = looptune::run_search(o->algo, env, start, o->search);
-        Comparison cmp = env.verify(r.best);
-        if (!cmp.ok) throw Error(fmt::format("the best schedule failed verification: {}", cmp.first_mismatch));
-        const double peak = env.max_gflops();
-        std::vector<std::string> names;
-        for (Action a : r.actions) names.push_back(action_name(a));
-        if (o->json) {
-            nlohmann::json curve = nlohmann::json::array();
-            for (const auto &p : r.curve)
-                curve.push_back({{"seconds", p.seconds}, {"best_gflops", p.best_gflops}, {"schedules", p.schedules}});
-            print_json({{"benchmark", start.comp->name}, {"algo", r.algo}, {"gflops", r.best_gflops},
-                        {"base_gflops", r.base_gflops}, {"speedup", r.best_gflops / r.base_gflops},
-                        {"fraction_of_peak", r.best_gflops / peak}, {"actions", names},
-                        {"schedules_measured", r.schedules_measured}, {"seconds", r.seconds},
-                        {"budget_exhausted", r.budget_exhausted}, {"verified", cmp.ok},
-                        {"program", serialize(r.best)}, {"curve", curve}});
-        } else {
-            fmt::print("{} on {}: {:.2f} GFLOPS ({:.1f}% of peak), {:.2f}x the naive nest ({:.2f} GFLOPS)\n",
-                       r.algo, start.comp->name, r.best_gflops, 100 * r.best_gflops / peak,
-                       r.best_gflops / r.base_gflops, r.base_gflops);
-            fmt::print("actions: {}\n", fmt::join(names, ","));
-            fmt::print("{} distinct schedules measured in {:.2f} s{}\n", r.schedules_measured, r.seconds,
-                       r.budget_exhausted ? " (budget exhausted)" : "");
-            fmt::print("{}verified against the reference\n", dump(r.best));
+        for (size_t i = 0; i < benches.size(); ++i) {
+            if (traced.count(benches[i])) continue;
+            Program start = Program::naive(load_program_file(benches[i]).comp);
+            env.reset(start);
+            looptune::SearchResult r = looptune::run_search(o->algo, env, start, o->search);
+            Comparison cmp = env.verify(r.best);
+            if (!cmp.ok) throw Error(fmt::format("the best schedule failed verification: {}", cmp.first_mismatch));
+            if (!o->trace.empty())
+                looptune::append_traces(o->trace, {{benches[i], r.algo, r.best_gflops, r.base_gflops, r.actions}});
+            const double peak = env.max_gflops();
+            std::vector<std::string> names;
+            for (Action a : r.actions) names.push_back(action_name(a));
+            if (o->json) {
+                nlohmann::json curve = nlohmann::json::array();
+                for (const auto &p : r.curve)
+                    curve.push_back({{"seconds", p.seconds}, {"best_gflops", p.best_gflops}, {"schedules", p.schedules}});
+                results.push_back({{"benchmark", start.comp->name}, {"algo", r.algo}, {"gflops", r.best_gflops},
+                                   {"base_gflops", r.base_gflops}, {"speedup", r.best_gflops / r.base_gflops},
+                                   {"fraction_of_peak", r.best_gflops / peak}, {"actions", names},
+                                   {"schedules_measured", r.schedules_measured}, {"seconds", r.seconds},
+                                   {"budget_exhausted", r.budget_exhausted}, {"verified", cmp.ok},
+                                   {"program", serialize(r.best)}, {"curve", curve}});
+            } else if (benches.size() > 1) {
+                fmt::print("[{}/{}] {} {}: {:.2f} GFLOPS, {:.2f}x, {} schedules in {:.1f} s: {}\n", i + 1,
+                           benches.size(), r.algo, start.comp->name, r.best_gflops, r.best_gflops / r.base_gflops,
+                           r.schedules_measured, r.seconds, fmt::join(names, ","));
+                std::fflush(stdout);
+            } else {
+                fmt::print("{} on {}: {:.2f} GFLOPS ({:.1f}% of peak), {:.2f}x the naive nest ({:.2f} GFLOPS)\n",
+                           r.algo, start.comp->name, r.best_gflops, 100 * r.best_gflops / peak,
+                           r.best_gflops / r.base_gflops, r.base_gflops);
+                fmt::print("actions: {}\n", fmt::join(names, ","));
+                fmt::print("{} distinct schedules measured in {:.2f} s{}\n", r.schedules_measured, r.seconds,
+                           r.budget_exhausted ? " (budget exhausted)" : "");
+                fmt::print("{}verified against the reference\n", dump(r.best));
+            }
         }
+        if (o->json) print_json(results.size() == 1 ? results[0] : results);
         return 0;
     };
 }

@@ -36,6 +36,9 @@ int main(int argc, char **argv) {
     runs["search"] = add_search(app);
     runs["validate"] = add_validate(app);
     runs["compare"] = add_compare(app);
+    runs["train"] = add_train(app);
+    runs["tune"] = add_tune(app);
+    runs["slurm-train"] = add_slurm_train(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

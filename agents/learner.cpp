@@ -1,0 +1,332 @@
+#include "agents/learner.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "agents/trace.h"
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+
+namespace looptune {
+
+torch::Device pick_device(const std::string &name) {
+    if (name == "cpu") return torch::kCPU;
+    if (name == "cuda") {
+        if (!torch::cuda::is_available()) throw looptool::Error("--device cuda: this LibTorch has no CUDA device");
+        return torch::kCUDA;
+    }
+    if (name != "auto") throw looptool::Error("unknown device '" + name + "' (auto, cpu or cuda)");
+    return torch::cuda::is_available() ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+}
+
+Learner::Learner(const TrainConfig &config, const QNetConfig &net_config)
+    : config_(config), net_config_(net_config), device_(pick_device(config.device)) {
+    torch::manual_seed(config.seed);
+    online = QNet(net_config);
+    target = QNet(net_config);
+    online->to(device_);
+    target->to(device_);
+    copy_weights(target, online);
+    target->eval();
+    optimizer_ = std::make_unique<torch::optim::Adam>(online->parameters(), torch::optim::AdamOptions(config.lr));
+}
+
+static std::vector<const RlState *> states_of(const std::vector<Transition> &ts, bool next) {
+    std::vector<const RlState *> out;
+    for (const Transition &t : ts) out.push_back(next ? &t.next : &t.state);
+    return out;
+}
+
+float Learner::update(const ReplaySample &batch, std::vector<float> *priorities, const std::vector<Demo> *demos) {
+    const auto &ts = batch.items;
+    const int64_t B = static_cast<int64_t>(ts.size());
+    std::vector<int64_t> actions;
+    std::vector<float> rewards, discounts;
+    for (const Transition &t : ts) {
+        actions.push_back(t.action);
+        rewards.push_back(t.reward);
+        discounts.push_back(t.discount);
+    }
+    auto vec = [&](std::vector<float> v) { return torch::tensor(v).to(device_); };
+    torch::Tensor a = torch::tensor(actions).to(device_).unsqueeze(1);
+    torch::Tensor target_q;
+    {
+        // Double Q: the online network picks the next action among the legal ones, the target
+        // network values it.
+        torch::NoGradGuard no_grad;
+        auto next = states_of(ts, true);
+        torch::Tensor next_mask = mask_tensor(next, device_);
+        torch::Tensor best = masked(online->forward(next), next_mask).argmax(1, true);
+        torch::Tensor q_next = target->forward(next).gather(1, best).squeeze(1);
+        target_q = vec(rewards) + vec(discounts) * q_next;
+    }
+    torch::Tensor q = online->forward(states_of(ts, false)).gather(1, a).squeeze(1);
+    torch::Tensor td = q - target_q;
+    torch::Tensor loss = (vec(batch.weights) * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
+
+    if (demos && !demos->empty()) {
+        // DQfD's large-margin loss: the demonstrated action must beat every other legal one by
+        // a margin, which keeps Q-values meaningful (unlike a cross-entropy on them).
+        static thread_local std::mt19937_64 rng(config_.seed + 17);
+        std::uniform_int_distribution<size_t> pick(0, demos->size() - 1);
+        std::vector<const RlState *> ds;
+        std::vector<int64_t> da;
+        for (int i = 0; i < std::max<int64_t>(1, B / 2); ++i) {
+            const Demo &d = (*demos)[pick(rng)];
+            ds.push_back(&d.state);
+            da.push_back(d.action);
+        }
+        torch::Tensor dq = online->forward(ds);
+        torch::Tensor act = torch::tensor(da).to(device_).unsqueeze(1);
+        torch::Tensor margin = torch::full_like(dq, config_.demo_margin).scatter_(1, act, 0.0);
+        torch::Tensor upper = masked(dq + margin, mask_tensor(ds, device_)).amax(1);
+        loss = loss + (upper - dq.gather(1, act).squeeze(1)).mean();
+    }
+
+    optimizer_->zero_grad();
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(online->parameters(), config_.grad_clip);
+    optimizer_->step();
+    ++updates;
+    if (updates % config_.target_update == 0) sync_target();
+    if (priorities) {
+        torch::Tensor p = (td.detach().abs() + 1e-3).to(torch::kCPU).contiguous();
+        priorities->assign(p.data_ptr<float>(), p.data_ptr<float>() + B);
+    }
+    return loss.item<float>();
+}
+
+void Learner::sync_target() { copy_weights(target, online); }
+
+std::vector<float> Learner::td_errors(QNet &net, const std::vector<Transition> &ts, double) {
+    torch::NoGradGuard no_grad;
+    torch::Device device = net->parameters().front().device();
+    auto next = states_of(ts, true);
+    torch::Tensor qn = masked(net->forward(next), mask_tensor(next, device)).amax(1);
+    std::vector<int64_t> actions;
+    std::vector<float> rewards, discounts;
+    for (const Transition &t : ts) {
+        actions.push_back(t.action);
+        rewards.push_back(t.reward);
+        discounts.push_back(t.discount);
+    }
+    torch::Tensor q = net->forward(states_of(ts, false)).gather(1, torch::tensor(actions).to(device).unsqueeze(1)).squeeze(1);
+    torch::Tensor target = torch::tensor(rewards).to(device) + torch::tensor(discounts).to(device) * qn;
+    torch::Tensor p = ((q - target).abs() + 1e-3).to(torch::kCPU).contiguous();
+    return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
+}
+
+static void save_archive_atomically(torch::serialize::OutputArchive &archive, const std::string &path) {
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    archive.save_to(tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw looptool::Error("cannot write " + path);
+    }
+}
+
+void Learner::save_checkpoint(const std::string &path, const nlohmann::json &counters) {
+    torch::serialize::OutputArchive archive, on, tg, opt;
+    online->save(on);
+    target->save(tg);
+    optimizer_->save(opt);
+    archive.write("online", on);
+    archive.write("target", tg);
+    archive.write("optimizer", opt);
+    nlohmann::json meta = counters;
+    meta["updates"] = updates;
+    meta["network"] = nlohmann::json::parse(qnet_config_json(net_config_));
+    archive.write("meta", c10::IValue(meta.dump()));
+    save_archive_atomically(archive, path);
+}
+
+bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters) {
+    if (!std::filesystem::exists(path)) return false;
+    try {
+        torch::serialize::InputArchive archive, on, tg, opt;
+        archive.load_from(path, device_);
+        c10::IValue meta;
+        archive.read("meta", meta);
+        nlohmann::json j = nlohmann::json::parse(meta.toStringRef());
+        if (j.at("network").dump() != nlohmann::json::parse(qnet_config_json(net_config_)).dump())
+            throw looptool::Error("its network " + j.at("network").dump() + " differs from the requested " +
+                                  qnet_config_json(net_config_));
+        archive.read("online", on);
+        archive.read("target", tg);
+        archive.read("optimizer", opt);
+        online->load(on);
+        target->load(tg);
+        optimizer_->load(opt);
+        updates = j.value("updates", int64_t{0});
+        *counters = j;
+        return true;
+    } catch (const looptool::Error &e) {
+        throw looptool::Error("cannot resume from " + path + ": " + e.what());
+    } catch (const std::exception &e) {
+        throw looptool::Error("cannot resume from " + path + ": " + std::string(e.what()).substr(0, 200));
+    }
+}
+
+void Learner::save_policy(const std::string &path, const nlohmann::json &provenance) {
+    nlohmann::json meta = {{"action_space", config_.action_space},
+                           {"max_steps", config_.max_steps},
+                           {"network", nlohmann::json::parse(qnet_config_json(net_config_))},
+                           {"provenance", provenance}};
+    save_policy_file(path, online, meta.dump());
+}
+
+EnvConfig train_env_config(const TrainConfig &config) {
+    EnvConfig e;
+    e.action_space = config.action_space;
+    e.max_steps = config.max_steps;
+    e.max_loops = config.max_loops;
+    e.store_path = config.store_path.empty() ? config.out_dir + "/store.sqlite" : config.store_path;
+    return e;
+}
+
+double evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files, bool with_graph) {
+    if (files.empty()) return 0;
+    double log_sum = 0;
+    for (const std::string &f : files) {
+        env.reset(f);
+        const double base = env.gflops();
+        double best = base;
+        while (env.steps_taken() < env.config().max_steps) {
+            const int a = greedy_action(net, encode_state(env, with_graph));
+            if (a < 0) break;
+            env.step_index(a);
+            best = std::max(best, env.gflops());
+        }
+        log_sum += std::log(best / std::max(base, 1e-9));
+    }
+    return std::exp(log_sum / files.size());
+}
+
+std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env, PrioritizedReplay &replay,
+                                      bool with_graph) {
+    std::vector<Demo> demos;
+    for (const Trace &t : load_traces(config.warmstart)) {
+        env.reset(t.benchmark);
+        NStepBuilder nstep(config.n_step, config.gamma);
+        for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps; ++i) {
+            const int a = env.action_space().index_of(t.actions[i]);
+            if (a < 0 || !env.action_mask()[a]) {
+                fmt::print(stderr, "warning: {}: action {} ({}) is not legal in space {}; trace cut there\n",
+                           t.benchmark, i, looptool::action_name(t.actions[i]), env.action_space().name);
+                break;
+            }
+            RlState s = encode_state(env, with_graph);
+            StepResult r = env.step_index(a);
+            RlState next = encode_state(env, with_graph);
+            const bool last = i + 1 == t.actions.size() || env.steps_taken() >= env.config().max_steps;
+            demos.push_back({s, a});
+            for (Transition &tr : nstep.push(s, a, static_cast<float>(r.reward), next, last || r.done))
+                replay.add(std::move(tr));
+            if (r.done) break;
+        }
+    }
+    return demos;
+}
+
+int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng) {
+    std::uniform_real_distribution<double> u(0, 1);
+    if (u(rng) < eps) {
+        std::vector<int> legal;
+        for (size_t i = 0; i < s.mask.size(); ++i)
+            if (s.mask[i]) legal.push_back(static_cast<int>(i));
+        if (legal.empty()) return -1;
+        return legal[std::uniform_int_distribution<size_t>(0, legal.size() - 1)(rng)];
+    }
+    return greedy_action(net, s);
+}
+
+MetricsLog::MetricsLog(const std::string &path, bool append) {
+    const bool fresh = !append || !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    out_.open(path, fresh ? std::ios::trunc : std::ios::app);
+    if (!out_) throw looptool::Error("cannot write " + path);
+    if (fresh)
+        out_ << "seconds,env_steps,episodes,updates,epsilon,episode_reward,episode_speedup,loss,eval_speedup\n";
+    out_.flush();
+}
+
+void MetricsLog::write(const Row &r) {
+    out_ << fmt::format("{:.1f},{},{},{},{:.4f},{:.5f},{:.4f},{:.6f},{}\n", r.seconds, r.env_steps, r.episodes,
+                        r.updates, r.epsilon, r.episode_reward, r.episode_speedup, r.loss,
+                        r.eval_speedup < 0 ? std::string() : fmt::format("{:.4f}", r.eval_speedup));
+    out_.flush();
+}
+
+void RunningMean::push(double v) {
+    if (values_.size() < n_) {
+        values_.push_back(v);
+    } else {
+        values_[next_] = v;
+        next_ = (next_ + 1) % n_;
+    }
+}
+
+double RunningMean::mean() const {
+    if (values_.empty()) return 0;
+    double s = 0;
+    for (double v : values_) s += v;
+    return s / values_.size();
+}
+
+std::string format_duration(double s) {
+    if (s < 0 || !std::isfinite(s)) return "?";
+    const int64_t t = static_cast<int64_t>(s);
+    if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60);
+    if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+    return fmt::format("{}s", t);
+}
+
+}  // namespace looptune
+
+namespace looptune {
+
+RunFiles prepare_run_dir(const TrainConfig &config) {
+    if (config.out_dir.empty()) throw looptool::Error("--out RUN_DIR is required");
+    std::filesystem::create_directories(config.out_dir);
+    RunFiles f{config.out_dir + "/checkpoint.pt", config.out_dir + "/policy.pt", config.out_dir + "/metrics.csv"};
+    if (!config.resume && std::filesystem::exists(f.checkpoint))
+        throw looptool::Error(config.out_dir + " already holds a run (checkpoint.pt); pass --resume to continue it "
+                              "or choose another --out");
+    return f;
+}
+
+QNetConfig net_config_for(const TrainConfig &config, const Environment &env) {
+    QNetConfig n;
+    n.encoder = config.encoder;
+    n.hidden = config.hidden;
+    n.gnn_hidden = config.gnn_hidden;
+    n.gnn_rounds = config.gnn_rounds;
+    n.shape = rl_shape(env);
+    return n;
+}
+
+std::vector<std::string> eval_files(const TrainConfig &config, const Dataset &dataset) {
+    std::vector<std::string> files = dataset.test;
+    if (config.eval_benchmarks >= 0 && static_cast<int>(files.size()) > config.eval_benchmarks)
+        files.resize(config.eval_benchmarks);
+    return files;
+}
+
+void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner, PrioritizedReplay &replay,
+                                const std::vector<Demo> &demos) {
+    if (demos.empty()) return;
+    std::vector<float> priorities;
+    for (int64_t i = 0; i < config.warmstart_updates; ++i) {
+        ReplaySample s = replay.sample(config.batch, config.per_beta);
+        learner.update(s, &priorities, &demos);
+        replay.update_priorities(s.indices, priorities);
+        if (config.progress && (i + 1) % 200 == 0)
+            config.progress(fmt::format("warm start: {}/{} updates on {} demonstrated steps", i + 1,
+                                        config.warmstart_updates, demos.size()));
+    }
+}
+
+}  // namespace looptune

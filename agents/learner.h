@@ -1,0 +1,111 @@
+// Pieces DQN and Ape-X share (LibTorch; agents/*.cpp only): the learner (double-Q n-step TD
+// loss with importance weights, target network, optimizer, checkpoints), the large-margin
+// demonstration loss for warm starts, policy evaluation, and the metrics log.
+#pragma once
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "agents/qnet.h"
+#include "agents/replay.h"
+#include "agents/trainer.h"
+#include "env/dataset.h"
+
+namespace looptune {
+
+torch::Device pick_device(const std::string &name);
+
+struct Demo {
+    RlState state;
+    int action = 0;
+};
+
+class Learner {
+public:
+    Learner(const TrainConfig &config, const QNetConfig &net_config);
+    /// One gradient step on a prioritized sample; returns the loss and writes the new
+    /// priorities (|TD error| + 1e-3) into `priorities`.
+    float update(const ReplaySample &batch, std::vector<float> *priorities, const std::vector<Demo> *demos = nullptr);
+    void sync_target();
+    /// |TD error| of transitions under `net` as both online and target (actors' priorities).
+    static std::vector<float> td_errors(QNet &net, const std::vector<Transition> &ts, double gamma_unused = 0);
+
+    void save_checkpoint(const std::string &path, const nlohmann::json &counters);
+    /// false when there is no checkpoint at `path`.
+    bool load_checkpoint(const std::string &path, nlohmann::json *counters);
+    void save_policy(const std::string &path, const nlohmann::json &provenance);
+
+    QNet online{nullptr}, target{nullptr};
+    int64_t updates = 0;
+
+private:
+    const TrainConfig &config_;
+    QNetConfig net_config_;
+    torch::Device device_;
+    std::unique_ptr<torch::optim::Adam> optimizer_;
+};
+
+/// Environment settings for training and evaluation.
+EnvConfig train_env_config(const TrainConfig &config);
+
+/// Greedy rollouts of `net` on `files`; returns the geomean of best-seen GFLOPS / naive.
+double evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files, bool with_graph);
+
+/// Loads warm-start traces and replays them in `env`: demonstrations for the margin loss and
+/// n-step transitions (rewards measured or looked up in the store) for the replay.
+std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env, PrioritizedReplay &replay,
+                                      bool with_graph);
+
+/// One ε-greedy choice over the legal actions.
+int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng);
+
+/// metrics.csv, appended across resumes.
+class MetricsLog {
+public:
+    MetricsLog(const std::string &path, bool append);
+    struct Row {
+        double seconds = 0;
+        int64_t env_steps = 0, episodes = 0, updates = 0;
+        double epsilon = 0, episode_reward = 0, episode_speedup = 0, loss = 0;
+        double eval_speedup = -1;  // -1: no evaluation in this row
+    };
+    void write(const Row &r);
+
+private:
+    std::ofstream out_;
+};
+
+/// Mean of the last `n` values pushed.
+class RunningMean {
+public:
+    explicit RunningMean(size_t n = 50) : n_(n) {}
+    void push(double v);
+    double mean() const;
+    bool empty() const { return values_.empty(); }
+
+private:
+    size_t n_;
+    std::vector<double> values_;
+    size_t next_ = 0;
+};
+
+std::string format_duration(double seconds);
+
+}  // namespace looptune
+
+namespace looptune {
+struct RunFiles {
+    std::string checkpoint, policy, metrics;
+};
+/// Creates out_dir (an error if it exists with a checkpoint and neither --resume is given).
+RunFiles prepare_run_dir(const TrainConfig &config);
+QNetConfig net_config_for(const TrainConfig &config, const Environment &env);
+/// First config.eval_benchmarks files of the test split.
+std::vector<std::string> eval_files(const TrainConfig &config, const Dataset &dataset);
+/// Supervised warm start: the margin loss on demonstrations plus TD on their transitions.
+void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner, PrioritizedReplay &replay,
+                                const std::vector<Demo> &demos);
+}  // namespace looptune

@@ -1,0 +1,76 @@
+#include "agents/trace.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+
+namespace looptune {
+
+static const char *kHeader = "benchmark,algo,gflops,base_gflops,actions";
+
+static std::string row(const Trace &t) {
+    std::string actions;
+    for (looptool::Action a : t.actions) actions += (actions.empty() ? "" : " ") + std::string(looptool::action_name(a));
+    if (t.benchmark.find(',') != std::string::npos)
+        throw looptool::Error("benchmark path contains a comma: " + t.benchmark);
+    return fmt::format("{},{},{:.4f},{:.4f},{}", t.benchmark, t.algo, t.gflops, t.base_gflops, actions);
+}
+
+void append_traces(const std::string &path, const std::vector<Trace> &traces) {
+    std::string text;
+    if (std::ifstream in(path); in) {
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+    }
+    if (text.empty()) text = std::string(kHeader) + "\n";
+    if (text.back() != '\n') text += '\n';
+    for (const Trace &t : traces) text += row(t) + "\n";
+    looptool::write_file_atomically(path, text);
+}
+
+std::vector<Trace> load_traces(const std::string &path) {
+    std::ifstream in(path);
+    if (!in) throw looptool::Error("cannot open trace file " + path);
+    std::vector<Trace> out;
+    std::string line;
+    int line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        if (line_no == 1) {
+            if (line != kHeader)
+                throw looptool::Error(fmt::format("{}:1: not a trace file (expected header '{}')", path, kHeader));
+            continue;
+        }
+        if (line.empty()) continue;
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        std::string cell;
+        while (std::getline(ss, cell, ',')) f.push_back(cell);
+        if (f.size() == 4) f.emplace_back();  // an empty action list
+        if (f.size() != 5) throw looptool::Error(fmt::format("{}:{}: expected 5 fields, got {}", path, line_no, f.size()));
+        Trace t;
+        t.benchmark = f[0];
+        t.algo = f[1];
+        try {
+            t.gflops = std::stod(f[2]);
+            t.base_gflops = std::stod(f[3]);
+        } catch (const std::exception &) {
+            throw looptool::Error(fmt::format("{}:{}: bad number", path, line_no));
+        }
+        try {
+            t.actions = looptool::parse_action_list(f[4]);
+        } catch (const looptool::Error &e) {
+            throw looptool::Error(fmt::format("{}:{}: {}", path, line_no, e.what()));
+        }
+        out.push_back(std::move(t));
+    }
+    if (line_no == 0) throw looptool::Error("empty trace file " + path);
+    return out;
+}
+
+}  // namespace looptune

@@ -1,0 +1,80 @@
+// `looptool train`: DQN (agents/dqn.cpp) and Ape-X (agents/apex.cpp) over the environment, in
+// process with LibTorch. Every hyper-parameter is in TrainConfig (settable from the CLI).
+// A run directory holds: checkpoint.pt (weights, target, optimizer, counters; written
+// atomically every checkpoint_every env steps), policy.pt (the online network as a policy
+// file for `looptool tune`), metrics.csv (appended) and store.sqlite unless a store is given.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace looptune {
+
+struct TrainConfig {
+    // What to train on and where to write.
+    std::string dataset_dir;
+    uint64_t split_seed = 0;
+    std::string out_dir;
+    bool resume = false;              ///< continue from out_dir/checkpoint.pt when present
+    std::string trainer = "dqn";      ///< dqn | apex
+    int64_t steps = 20000;            ///< environment steps in total (all actors)
+    double max_seconds = 0;           ///< stop earlier after this long (0: no limit)
+    uint64_t seed = 0;
+    std::string warmstart;            ///< trace CSV (`looptool search --trace`); empty: none
+    int64_t warmstart_updates = 2000; ///< supervised updates on the traces before RL
+    double demo_margin = 0.1;         ///< large-margin loss for demonstrated actions (DQfD)
+
+    // Environment.
+    std::string action_space = "full";
+    int max_steps = 16;               ///< actions per episode (the tile takes ~12 in `full`)
+    int max_loops = 10;
+    std::string store_path;           ///< default: out_dir/store.sqlite
+
+    // Network.
+    std::string encoder = "mlp";      ///< mlp | gnn
+    int hidden = 256;
+    int gnn_hidden = 64;
+    int gnn_rounds = 3;
+
+    // DQN.
+    double lr = 2.5e-4;
+    double gamma = 0.99;
+    int n_step = 3;
+    int batch = 64;
+    int64_t replay_capacity = 50000;
+    double per_alpha = 0.6;
+    double per_beta = 0.4;            ///< annealed to 1 over the run
+    int64_t learning_starts = 1000;   ///< transitions in replay before learning
+    int64_t target_update = 500;      ///< learner updates between target syncs
+    double grad_clip = 10;
+    double eps_start = 1.0, eps_end = 0.05;
+    int64_t eps_decay_steps = 10000;
+    double updates_per_step = 0.5;    ///< learner updates per environment step (replay ratio)
+
+    // Ape-X.
+    int actors = 2;
+    double apex_eps = 0.4, apex_alpha = 7;  ///< eps_i = eps^(1 + alpha * i / (N - 1))
+    int64_t weight_sync = 100;        ///< learner updates between weight publications
+
+    // Bookkeeping.
+    int64_t checkpoint_every = 2000;  ///< env steps
+    int64_t eval_every = 5000;        ///< env steps; 0: only at the end
+    int eval_benchmarks = 25;         ///< first N of the test split
+    std::string device = "auto";      ///< auto | cpu | cuda
+
+    std::function<void(const std::string &)> progress;  ///< one status line at a time
+};
+
+struct TrainSummary {
+    int64_t env_steps = 0, episodes = 0, updates = 0;
+    double seconds = 0;
+    double eval_speedup = 0;      ///< geomean over the evaluated test benchmarks, last evaluation
+    bool resumed = false;
+    std::string policy_path, metrics_path;
+};
+
+/// Trains per config.trainer; throws looptool::Error for bad settings or files.
+TrainSummary train(const TrainConfig &config);
+
+}  // namespace looptune

@@ -1,0 +1,59 @@
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "experiments/slurm/sbatch.h"
+#include "looptool/error.h"
+
+namespace looptool::cli {
+
+Run add_slurm_train(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "slurm-train",
+        "Write a requeue-safe sbatch script for `looptool train` into RUN_DIR and submit it:\n"
+        "  looptool slurm-train [options] --out RUN_DIR -- <train args>");
+    struct Opts {
+        looptune::slurm::SbatchConfig c;
+        bool json = false, dry_run = false;
+    };
+    auto o = std::make_shared<Opts>();
+    cmd->add_option("--nodes", o->c.nodes, "Nodes")->capture_default_str();
+    cmd->add_option("--ntasks-per-node", o->c.ntasks_per_node, "Trainer processes per node")->capture_default_str();
+    cmd->add_option("--cpus-per-task", o->c.cpus_per_task, "CPUs per trainer process")->capture_default_str();
+    cmd->add_option("--time", o->c.time, "Time limit of one start, HH:MM:SS or D-HH:MM:SS")->capture_default_str();
+    cmd->add_option("--partition", o->c.partition, "Partition (default: the cluster's)");
+    cmd->add_option("--job-name", o->c.job_name, "Job name")->capture_default_str();
+    cmd->add_option("--mem", o->c.mem, "Memory per node, e.g. 4G (default: the cluster's)");
+    cmd->add_option("--out", o->c.run_dir, "Run directory: script, logs, checkpoints, metrics")->required();
+    cmd->add_flag("--dry-run", o->dry_run, "Print the script; write and submit nothing");
+    cmd->add_flag("--json", o->json, "Print {script_path, job_id, script} as JSON");
+    cmd->add_option("train_args", o->c.train_args, "Arguments of `looptool train`, after --");
+    return [o] {
+        auto &c = o->c;
+        namespace fs = std::filesystem;
+        if (!c.run_dir.empty()) c.run_dir = fs::absolute(c.run_dir).lexically_normal().string();
+        while (c.run_dir.size() > 1 && c.run_dir.back() == '/') c.run_dir.pop_back();
+        c.workdir = fs::current_path().string();
+        c.looptool = fs::read_symlink("/proc/self/exe").string();
+        if (c.train_args.empty())
+            throw Error("slurm-train: no train arguments after '--' (e.g. -- --dataset DIR --trainer apex)");
+        std::string script = looptune::slurm::sbatch_script(c);
+        if (o->dry_run) {
+            if (o->json)
+                print_json({{"script_path", nullptr}, {"job_id", nullptr}, {"script", script}});
+            else
+                fmt::print("{}", script);
+            return 0;
+        }
+        const std::string path = looptune::slurm::write_sbatch_script(c);
+        const std::string job = looptune::slurm::submit(path);
+        if (o->json)
+            print_json({{"script_path", path}, {"job_id", job}, {"script", script}});
+        else
+            fmt::print("wrote {}\nsubmitted batch job {}\nlogs: {}/slurm-{}.out\n", path, job, c.run_dir, job);
+        return 0;
+    };
+}
+
+}  // namespace looptool::cli

@@ -1,0 +1,128 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agents/trainer.h"
+#include "cli/commands.h"
+#include "experiments/plot.h"
+#include "looptool/error.h"
+
+namespace looptool::cli {
+
+// Training curves from metrics.csv: episode reward and speedup, and the periodic evaluation.
+static void plot_training(const std::string &metrics_csv, const std::string &png) {
+    std::ifstream in(metrics_csv);
+    std::string line;
+    std::getline(in, line);  // header
+    looptune::Series reward{"episode reward (mean of last 50)", {}, {}},
+        train_speedup{"train episodes: best / naive (mean of last 50)", {}, {}},
+        eval{"test split: geomean best / naive (greedy policy)", {}, {}};
+    while (std::getline(in, line)) {
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        std::string cell;
+        while (std::getline(ss, cell, ',')) f.push_back(cell);
+        if (f.size() < 8) continue;
+        const double step = std::stod(f[1]);
+        reward.x.push_back(step);
+        reward.y.push_back(std::stod(f[5]));
+        train_speedup.x.push_back(step);
+        train_speedup.y.push_back(std::stod(f[6]));
+        if (f.size() >= 9 && !f[8].empty()) {
+            eval.x.push_back(step);
+            eval.y.push_back(std::stod(f[8]));
+        }
+    }
+    if (train_speedup.x.empty()) return;
+    std::vector<looptune::Series> series{train_speedup};
+    if (!eval.x.empty()) series.push_back(eval);
+    looptune::plot_lines(png, {"Training: speedup over the naive nest", "environment steps", "speedup (x)"}, series);
+    looptune::plot_lines(png.substr(0, png.size() - 4) + "_reward.png",
+                         {"Training: episode reward", "environment steps", "reward (sum over the episode)"}, {reward});
+}
+
+Run add_train(CLI::App &app) {
+    auto *cmd = app.add_subcommand("train", "Train a DQN or Ape-X policy (LibTorch, in process)");
+    struct Opts {
+        looptune::TrainConfig c;
+        bool json = false, quiet = false, no_plots = false;
+    };
+    auto o = std::make_shared<Opts>();
+    auto &c = o->c;
+    cmd->add_option("--dataset", c.dataset_dir, "Directory of benchmark files")->required();
+    cmd->add_option("--out", c.out_dir, "Run directory: checkpoint, policy, metrics, plots")->required();
+    cmd->add_option("--trainer", c.trainer, "dqn or apex")->check(CLI::IsMember({"dqn", "apex"}))->capture_default_str();
+    cmd->add_option("--actors", c.actors, "Ape-X actor threads")->capture_default_str();
+    cmd->add_option("--steps", c.steps, "Environment steps in total")->capture_default_str();
+    cmd->add_option("--max-seconds", c.max_seconds, "Stop after this long (0: no limit)")->capture_default_str();
+    cmd->add_flag("--resume", c.resume, "Continue from RUN_DIR/checkpoint.pt (fresh start when there is none)");
+    cmd->add_option("--seed", c.seed, "Seed (network, exploration, replay)")->capture_default_str();
+    cmd->add_option("--split-seed", c.split_seed, "Seed of the train/test split")->capture_default_str();
+    cmd->add_option("--warmstart", c.warmstart, "Trace CSV from `looptool search --trace` to pre-train on");
+    cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")->capture_default_str();
+    cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")->capture_default_str();
+    cmd->add_option("--space", c.action_space, "Action space: looptune or full")->capture_default_str();
+    cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")->capture_default_str();
+    cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")->capture_default_str();
+    cmd->add_option("--store", c.store_path, "Measurement store (default RUN_DIR/store.sqlite)");
+    cmd->add_option("--encoder", c.encoder, "mlp or gnn")->check(CLI::IsMember({"mlp", "gnn"}))->capture_default_str();
+    cmd->add_option("--hidden", c.hidden, "Hidden width")->capture_default_str();
+    cmd->add_option("--gnn-hidden", c.gnn_hidden, "GNN vertex embedding width")->capture_default_str();
+    cmd->add_option("--gnn-rounds", c.gnn_rounds, "GNN message-passing rounds")->capture_default_str();
+    cmd->add_option("--lr", c.lr, "Adam learning rate")->capture_default_str();
+    cmd->add_option("--gamma", c.gamma, "Discount")->capture_default_str();
+    cmd->add_option("--n-step", c.n_step, "n-step returns")->capture_default_str();
+    cmd->add_option("--batch", c.batch, "Batch size")->capture_default_str();
+    cmd->add_option("--replay", c.replay_capacity, "Replay capacity (transitions)")->capture_default_str();
+    cmd->add_option("--per-alpha", c.per_alpha, "Prioritized replay alpha")->capture_default_str();
+    cmd->add_option("--per-beta", c.per_beta, "Initial IS exponent (annealed to 1)")->capture_default_str();
+    cmd->add_option("--learning-starts", c.learning_starts, "Transitions before learning")->capture_default_str();
+    cmd->add_option("--target-update", c.target_update, "Updates between target syncs")->capture_default_str();
+    cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")->capture_default_str();
+    cmd->add_option("--eps-start", c.eps_start, "DQN: initial epsilon")->capture_default_str();
+    cmd->add_option("--eps-end", c.eps_end, "DQN: final epsilon")->capture_default_str();
+    cmd->add_option("--eps-decay-steps", c.eps_decay_steps, "DQN: steps of linear decay")->capture_default_str();
+    cmd->add_option("--updates-per-step", c.updates_per_step, "Learner updates per env step")->capture_default_str();
+    cmd->add_option("--apex-eps", c.apex_eps, "Ape-X: base epsilon")->capture_default_str();
+    cmd->add_option("--apex-alpha", c.apex_alpha, "Ape-X: epsilon exponent spread")->capture_default_str();
+    cmd->add_option("--weight-sync", c.weight_sync, "Ape-X: updates between weight publications")->capture_default_str();
+    cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")->capture_default_str();
+    cmd->add_option("--eval-every", c.eval_every, "Env steps between test evaluations (0: end only)")->capture_default_str();
+    cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")->capture_default_str();
+    cmd->add_option("--device", c.device, "auto, cpu or cuda")->capture_default_str();
+    cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG training curves");
+    cmd->add_flag("--quiet", o->quiet, "No progress lines");
+    cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
+    return [o] {
+        const bool tty = ::isatty(2);
+        if (!o->quiet)
+            o->c.progress = [tty](const std::string &line) {
+                if (tty) fmt::print(stderr, "\r\033[K{}", line);
+                else fmt::print(stderr, "{}\n", line);
+            };
+        looptune::TrainSummary s = looptune::train(o->c);
+        if (tty && !o->quiet) fmt::print(stderr, "\n");
+        std::string plot;
+        if (!o->no_plots && looptune::gnuplot_available()) {
+            plot = o->c.out_dir + "/training.png";
+            plot_training(s.metrics_path, plot);
+        }
+        if (o->json) {
+            print_json({{"out", o->c.out_dir}, {"trainer", o->c.trainer}, {"env_steps", s.env_steps},
+                        {"episodes", s.episodes}, {"updates", s.updates}, {"seconds", s.seconds},
+                        {"eval_speedup", s.eval_speedup}, {"resumed", s.resumed}, {"policy", s.policy_path},
+                        {"metrics", s.metrics_path}, {"plot", plot}});
+        } else {
+            fmt::print("{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {:.2f}x\n", s.env_steps,
+                       s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "", s.eval_speedup);
+            fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,
+                       plot.empty() ? "" : "\ncurves: " + plot);
+        }
+        return 0;
+    };
+}
+
+}  // namespace looptool::cli
