@@ -209,8 +209,9 @@ double evaluate_policy(QNet &net, Environment &env, const std::vector<std::strin
 std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env, PrioritizedReplay &replay,
                                       bool with_graph) {
     std::vector<Demo> demos;
-    for (const Trace &t : load_traces(config.warmstart)) {
+    for (Trace t : load_traces(config.warmstart)) {
         env.reset(t.benchmark);
+        t.actions = drop_cancelling_moves(env.program(), t.actions);
         NStepBuilder nstep(config.n_step, config.gamma);
         for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps; ++i) {
             const int a = env.action_space().index_of(t.actions[i]);

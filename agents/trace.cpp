@@ -74,3 +74,45 @@ std::vector<Trace> load_traces(const std::string &path) {
 }
 
 }  // namespace looptune
+
+namespace looptune {
+
+static bool reaches(const looptool::Program &start, const std::vector<looptool::Action> &actions,
+                    looptool::Program *out) {
+    looptool::Program p = start;
+    for (looptool::Action a : actions) {
+        looptool::ApplyResult r = looptool::try_apply(p, a);
+        if (!r.applied) return false;
+        p = std::move(r.program);
+    }
+    *out = std::move(p);
+    return true;
+}
+
+std::vector<looptool::Action> drop_cancelling_moves(const looptool::Program &start,
+                                                    const std::vector<looptool::Action> &actions) {
+    using looptool::Action;
+    looptool::Program goal;
+    if (!reaches(start, actions, &goal)) return actions;
+    std::vector<Action> cur = actions;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i + 1 < cur.size(); ++i) {
+            const bool cancel = (cur[i] == Action::Up && cur[i + 1] == Action::Down) ||
+                                (cur[i] == Action::Down && cur[i + 1] == Action::Up);
+            if (!cancel) continue;
+            std::vector<Action> shorter = cur;
+            shorter.erase(shorter.begin() + i, shorter.begin() + i + 2);
+            looptool::Program p;
+            if (reaches(start, shorter, &p) && looptool::schedule_key(p) == looptool::schedule_key(goal) &&
+                p.cursor == goal.cursor) {
+                cur = std::move(shorter);
+                changed = true;
+                break;
+            }
+        }
+    }
+    return cur;
+}
+
+}  // namespace looptune

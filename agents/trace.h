@@ -24,3 +24,11 @@ void append_traces(const std::string &path, const std::vector<Trace> &traces);
 std::vector<Trace> load_traces(const std::string &path);
 
 }  // namespace looptune
+
+namespace looptune {
+/// Drops adjacent cursor moves that cancel (up then down, down then up) when the shorter
+/// sequence reaches the same schedule with the cursor in the same place; searches wander, and
+/// demonstrations should not teach the wandering.
+std::vector<looptool::Action> drop_cancelling_moves(const looptool::Program &start,
+                                                    const std::vector<looptool::Action> &actions);
+}  // namespace looptune

@@ -1,0 +1,279 @@
+// The RL stack: prioritized replay, n-step returns, traces, the trainers (DQN, Ape-X, both
+// encoders), checkpoints and resume, policy files and policy-driven tuning. Trainers run for a
+// few hundred steps on tiny matmuls: these tests check that everything works and round-trips,
+// not how well a policy tunes (docs/training.md has that, measured).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "agents/policy.h"
+#include "agents/replay.h"
+#include "agents/trace.h"
+#include "agents/trainer.h"
+#include "looptool/error.h"
+#include "looptool/text_format.h"
+#include "test_util.h"
+
+using namespace looptool;
+using namespace looptune;
+using looptool::tests::TempDir;
+
+namespace {
+
+RlState state_with(float marker) {
+    RlState s;
+    s.flat = {marker};
+    s.mask = {1};
+    return s;
+}
+
+Transition transition(float marker) {
+    Transition t;
+    t.state = state_with(marker);
+    t.next = state_with(marker);
+    return t;
+}
+
+/// A dataset of small matmuls (fast to measure) in `dir`/data.
+std::string tiny_dataset(const TempDir &dir) {
+    auto r = tests::run_cli(dir, "generate --dimA 16:32:16,16:32:16 --dimB 16:32:16,16:48:16 --out data");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return dir / "data";
+}
+
+TrainConfig tiny_training(const std::string &dataset, const std::string &out) {
+    TrainConfig c;
+    c.dataset_dir = dataset;
+    c.out_dir = out;
+    c.steps = 240;
+    c.max_steps = 6;
+    c.learning_starts = 32;
+    c.batch = 16;
+    c.hidden = 32;
+    c.gnn_hidden = 16;
+    c.checkpoint_every = 100;
+    c.eval_every = 120;
+    c.eval_benchmarks = 2;
+    c.replay_capacity = 1000;
+    c.eps_decay_steps = 200;
+    return c;
+}
+
+EnvConfig fast_env(EnvConfig c) {
+    c.verify = true;
+    c.measure.min_time_s = 0.001;
+    c.measure.min_runs = 2;
+    c.measure.warmup = 1;
+    return c;
+}
+
+}  // namespace
+
+TEST(PrioritizedReplay, SamplesInProportionToPriority) {
+    PrioritizedReplay replay(8, /*alpha=*/1.0, /*seed=*/3);
+    replay.add(transition(0), 1.0);
+    replay.add(transition(1), 9.0);
+    std::map<float, int> counts;
+    for (int i = 0; i < 2000; ++i)
+        for (const Transition &t : replay.sample(4, 1.0).items) ++counts[t.state.flat[0]];
+    const double ratio = double(counts[1]) / counts[0];
+    EXPECT_NEAR(ratio, 9.0, 1.5);
+    // Importance weights undo the bias: the rare item gets weight 1, the frequent one 1/9.
+    ReplaySample s = replay.sample(64, 1.0);
+    for (size_t i = 0; i < s.items.size(); ++i)
+        EXPECT_NEAR(s.weights[i], s.items[i].state.flat[0] == 0 ? 1.0 : 1.0 / 9, 1e-4);
+}
+
+TEST(PrioritizedReplay, OverwritesTheOldestWhenFullAndUpdatesPriorities) {
+    PrioritizedReplay replay(3, 1.0, 0);
+    for (int i = 0; i < 5; ++i) replay.add(transition(float(i)));
+    EXPECT_EQ(replay.size(), 3);
+    EXPECT_EQ(replay.added(), 5);
+    ReplaySample s = replay.sample(30, 0.4);
+    for (const Transition &t : s.items) EXPECT_GE(t.state.flat[0], 2);  // 0 and 1 were overwritten
+    // Priority ~0 for every slot but one: only that one is sampled.
+    replay.update_priorities({0, 1, 2}, {1e-6f, 1e-6f, 5.0f});
+    for (int64_t i : replay.sample(20, 0.4).indices) EXPECT_EQ(i, 2);
+}
+
+TEST(NStepBuilder, DiscountsRewardsAndFlushesAtTheEnd) {
+    NStepBuilder nstep(2, 0.5);
+    RlState s0 = state_with(0), s1 = state_with(1), s2 = state_with(2), s3 = state_with(3);
+    EXPECT_TRUE(nstep.push(s0, 0, 1.0f, s1, false).empty());
+    auto t = nstep.push(s1, 1, 2.0f, s2, false);
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_FLOAT_EQ(t[0].reward, 1.0f + 0.5f * 2.0f);
+    EXPECT_FLOAT_EQ(t[0].discount, 0.25f);
+    EXPECT_EQ(t[0].next.flat[0], 2);
+    t = nstep.push(s2, 2, 4.0f, s3, true);  // the episode ends: both open windows close
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_FLOAT_EQ(t[0].reward, 2.0f + 0.5f * 4.0f);
+    EXPECT_FLOAT_EQ(t[0].discount, 0.0f);
+    EXPECT_FLOAT_EQ(t[1].reward, 4.0f);
+    EXPECT_EQ(t[1].action, 2);
+}
+
+TEST(Trace, RoundTripsAndRejectsMalformedFiles) {
+    TempDir dir("trace");
+    const std::string path = dir / "traces.csv";
+    append_traces(path, {{"a/mm1", "greedy2", 10.5, 5.25, {Action::Down, Action::Split8}}});
+    append_traces(path, {{"a/mm2", "beam2dfs", 3, 1, {}}});
+    auto traces = load_traces(path);
+    ASSERT_EQ(traces.size(), 2u);
+    EXPECT_EQ(traces[0].benchmark, "a/mm1");
+    EXPECT_EQ(traces[0].actions, (std::vector<Action>{Action::Down, Action::Split8}));
+    EXPECT_DOUBLE_EQ(traces[0].base_gflops, 5.25);
+    EXPECT_TRUE(traces[1].actions.empty());
+    tests::write(dir, "bad.csv", "benchmark,algo,gflops,base_gflops,actions\nx,y,1,2,down fly\n");
+    try {
+        load_traces(dir / "bad.csv");
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("bad.csv:2"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(load_traces(dir / "missing.csv"), Error);
+    tests::write(dir, "other.csv", "a,b\n");
+    EXPECT_THROW(load_traces(dir / "other.csv"), Error);
+}
+
+TEST(Trace, DropsCancellingCursorMovesButKeepsTheSchedule) {
+    Program p = tests::matmul_program(32, 48, 16);
+    std::vector<Action> wander{Action::Down, Action::Up, Action::Down, Action::Down, Action::Split8,
+                               Action::Up, Action::Down};
+    std::vector<Action> short_path = drop_cancelling_moves(p, wander);
+    EXPECT_EQ(short_path, (std::vector<Action>{Action::Down, Action::Down, Action::Split8}));
+    Program a = p, b = p;
+    for (Action x : wander) a = apply(a, x);
+    for (Action x : short_path) b = apply(b, x);
+    EXPECT_EQ(schedule_key(a), schedule_key(b));
+    EXPECT_EQ(a.cursor, b.cursor);
+}
+
+TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
+    TempDir dir("dqn");
+    TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
+    TrainSummary s = train(c);
+    EXPECT_FALSE(s.resumed);
+    EXPECT_EQ(s.env_steps, 240);
+    EXPECT_GT(s.episodes, 0);
+    EXPECT_GT(s.updates, 0);
+    EXPECT_GT(s.eval_speedup, 0);
+    for (const char *f : {"checkpoint.pt", "policy.pt", "metrics.csv", "store.sqlite"})
+        EXPECT_TRUE(std::filesystem::exists(dir / ("run/" + std::string(f)))) << f;
+
+    // Starting over in the same run directory is refused; --resume continues the counters.
+    EXPECT_THROW(train(c), Error);
+    c.resume = true;
+    c.steps = 300;
+    TrainSummary r = train(c);
+    EXPECT_TRUE(r.resumed);
+    EXPECT_EQ(r.env_steps, 300);
+    EXPECT_GE(r.updates, s.updates);
+    EXPECT_GT(r.episodes, s.episodes);
+
+    // The policy file drives a rollout whose best schedule replays and verifies.
+    Policy policy = Policy::load(dir / "run/policy.pt");
+    EXPECT_EQ(policy.info().max_steps, 6);
+    EXPECT_EQ(policy.info().action_space, "full");
+    Environment env(policy.env_config(fast_env({})));
+    Program start = tests::matmul_program(32, 48, 16);
+    PolicyTuneResult t = tune_with_policy(policy, env, start);
+    EXPECT_LE(t.actions.size(), 6u);
+    EXPECT_EQ(t.step_gflops.size(), t.actions.size());
+    EXPECT_GE(t.best_gflops, t.base_gflops);
+    Program replayed = start;
+    for (Action a : t.best_actions) replayed = apply(replayed, a);
+    EXPECT_EQ(schedule_key(replayed), schedule_key(t.best));
+    EXPECT_TRUE(env.verify(t.best).ok);
+}
+
+TEST(Train, ApexWithTwoActorsAndTheGraphEncoder) {
+    TempDir dir("apex");
+    TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
+    c.trainer = "apex";
+    c.actors = 2;
+    c.encoder = "gnn";
+    TrainSummary s = train(c);
+    EXPECT_GE(s.env_steps, 240);
+    EXPECT_GT(s.updates, 0);
+    Policy policy = Policy::load(dir / "run/policy.pt");
+    EXPECT_EQ(policy.info().encoder, "gnn");
+    Environment env(policy.env_config(fast_env({})));
+    PolicyTuneResult t = tune_with_policy(policy, env, tests::matmul_program(16, 32, 16));
+    EXPECT_GE(t.best_gflops, t.base_gflops);
+    EXPECT_TRUE(env.verify(t.best).ok);
+}
+
+TEST(Train, WarmStartFromTraces) {
+    TempDir dir("warm");
+    const std::string data = tiny_dataset(dir);
+    const std::string bench = data + "/mm16_16_16";
+    ASSERT_TRUE(std::filesystem::exists(bench));
+    append_traces(dir / "traces.csv", {{bench, "greedy2", 1, 1, {Action::Down, Action::Down, Action::Vectorize}}});
+    TrainConfig c = tiny_training(data, dir / "run");
+    c.warmstart = dir / "traces.csv";
+    c.warmstart_updates = 300;
+    c.steps = 40;
+    c.learning_starts = 1000;  // no RL updates: the policy is what the warm start taught
+    c.demo_margin = 0.5;
+    train(c);
+    Policy policy = Policy::load(dir / "run/policy.pt");
+    Environment env(policy.env_config(fast_env({})));
+    PolicyTuneResult t = tune_with_policy(policy, env, load_program_file(bench));
+    ASSERT_GE(t.actions.size(), 3u);
+    EXPECT_EQ(std::vector<Action>(t.actions.begin(), t.actions.begin() + 3),
+              (std::vector<Action>{Action::Down, Action::Down, Action::Vectorize}));
+}
+
+TEST(Train, BadSettingsAreErrors) {
+    TempDir dir("badtrain");
+    TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
+    c.steps = 0;
+    EXPECT_THROW(train(c), Error);
+    c.steps = 10;
+    c.trainer = "ppo";
+    EXPECT_THROW(train(c), Error);
+    c.trainer = "dqn";
+    c.dataset_dir = dir / "nowhere";
+    EXPECT_THROW(train(c), Error);
+}
+
+TEST(Policy, MissingOrForeignFilesAreClearErrors) {
+    TempDir dir("policy");
+    try {
+        Policy::load(dir / "none.pt");
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("none.pt"), std::string::npos);
+    }
+    tests::write(dir, "junk.pt", "this is not a policy");
+    try {
+        Policy::load(dir / "junk.pt");
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("junk.pt"), std::string::npos);
+    }
+}
+
+TEST(PolicyCli, TuneAndCompareUseAPolicyFile) {
+    TempDir dir("tunecli");
+    TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
+    c.steps = 60;
+    train(c);
+    auto r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/policy.pt --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\"speedup\""), std::string::npos);
+    r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/missing.pt");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("missing.pt"), std::string::npos);
+    // The policy was trained for 6 steps: compare insists on the same limit for every method.
+    r = tests::run_cli(dir, "compare --dataset data --split all --methods base,policy --policy run/policy.pt "
+                            "--out cmp --no-plots");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--steps 6"), std::string::npos) << r.err;
+    r = tests::run_cli(dir, "compare --dataset data --split all --limit 2 --methods base,policy --policy run/policy.pt "
+                            "--steps 6 --out cmp --no-plots --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(tests::slurp(dir.path / "cmp/results.csv").find(",policy,"), std::string::npos);
+}
