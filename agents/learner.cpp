@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "agents/trace.h"
 #include "looptool/error.h"
@@ -209,7 +210,20 @@ double evaluate_policy(QNet &net, Environment &env, const std::vector<std::strin
 std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env, PrioritizedReplay &replay,
                                       bool with_graph) {
     std::vector<Demo> demos;
-    for (Trace t : load_traces(config.warmstart)) {
+    // Clone the best: one trace per benchmark (its best), and only traces worth imitating.
+    std::map<std::string, Trace> best;
+    for (Trace &t : load_traces(config.warmstart)) {
+        if (t.gflops < config.warmstart_min_speedup * t.base_gflops) continue;
+        auto it = best.find(t.benchmark);
+        if (it == best.end() || t.gflops > it->second.gflops) best[t.benchmark] = std::move(t);
+    }
+    if (best.empty())
+        throw looptool::Error(fmt::format("{}: no trace reaches {}x its base (--warmstart-min-speedup)",
+                                          config.warmstart, config.warmstart_min_speedup));
+    if (config.progress)
+        config.progress(fmt::format("warm start: {} benchmarks with a trace at >= {}x", best.size(),
+                                    config.warmstart_min_speedup));
+    for (auto &[name, t] : best) {
         env.reset(t.benchmark);
         t.actions = drop_cancelling_moves(env.program(), t.actions);
         NStepBuilder nstep(config.n_step, config.gamma);

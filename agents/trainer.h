@@ -24,6 +24,7 @@ struct TrainConfig {
     std::string warmstart;            ///< trace CSV (`looptool search --trace`); empty: none
     int64_t warmstart_updates = 2000; ///< supervised updates on the traces before RL
     double demo_margin = 0.1;         ///< large-margin loss for demonstrated actions (DQfD)
+    double warmstart_min_speedup = 2; ///< only the best trace per benchmark, and only if this good
 
     // Environment.
     std::string action_space = "full";

@@ -5,6 +5,7 @@
 #include "env/dataset.h"
 
 #include <filesystem>
+#include <random>
 #include <set>
 #include "cli/commands.h"
 #include "looptool/error.h"
@@ -17,7 +18,7 @@ Run add_search(CLI::App &app) {
     struct Opts {
         std::vector<std::string> benches;
         std::string algo = "greedy2", space = "full", store, dataset, split = "train", trace;
-        int limit = 0;
+        int limit = 0, sample = 0;
         looptune::SearchConfig search;
         bool verify = false, json = false, naive = false;
     };
@@ -28,6 +29,9 @@ Run add_search(CLI::App &app) {
     cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead");
     cmd->add_option("--split", o->split, "With --dataset: train, test or all")->capture_default_str();
     cmd->add_option("--limit", o->limit, "With --dataset: only the first N benchmarks (0: all)")->capture_default_str();
+    cmd->add_option("--sample", o->sample,
+                    "With --dataset: N benchmarks of the split drawn at random (seeded by --seed)")
+        ->capture_default_str();
     cmd->add_option("--trace", o->trace,
                     "Append each benchmark's best sequence to this CSV (warm starts for `train --warmstart`); "
                     "benchmarks already traced with this algorithm are skipped");
@@ -50,6 +54,12 @@ Run add_search(CLI::App &app) {
         std::vector<std::string> benches = o->benches;
         if (!o->dataset.empty()) {
             auto files = looptune::Dataset::load(o->dataset).files(looptune::parse_split(o->split));
+            if (o->sample > 0 && size_t(o->sample) < files.size()) {
+                std::mt19937_64 rng(o->search.seed);
+                for (size_t i = files.size() - 1; i > 0; --i)
+                    std::swap(files[i], files[std::uniform_int_distribution<size_t>(0, i)(rng)]);
+                files.resize(size_t(o->sample));
+            }
             if (o->limit > 0 && size_t(o->limit) < files.size()) files.resize(size_t(o->limit));
             benches.insert(benches.end(), files.begin(), files.end());
         }

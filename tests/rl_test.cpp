@@ -211,12 +211,15 @@ TEST(Train, WarmStartFromTraces) {
     const std::string bench = data + "/mm16_16_16";
     ASSERT_TRUE(std::filesystem::exists(bench));
     append_traces(dir / "traces.csv", {{bench, "greedy2", 1, 1, {Action::Down, Action::Down, Action::Vectorize}}});
+    // A worse trace of the same benchmark is ignored: only the best one per benchmark is cloned.
+    append_traces(dir / "traces.csv", {{bench, "random", 0.5, 1, {Action::Split2}}});
     TrainConfig c = tiny_training(data, dir / "run");
     c.warmstart = dir / "traces.csv";
     c.warmstart_updates = 300;
     c.steps = 40;
     c.learning_starts = 1000;  // no RL updates: the policy is what the warm start taught
     c.demo_margin = 0.5;
+    c.warmstart_min_speedup = 1;
     train(c);
     Policy policy = Policy::load(dir / "run/policy.pt");
     Environment env(policy.env_config(fast_env({})));

@@ -92,6 +92,19 @@ TEST(Slurm, SeveralTasksRunUnderPmixWithDistributedMpi) {
         << r.out;
 }
 
+TEST(Slurm, MpiPluginIsChosenForSeveralTasksOnly) {
+    TempDir dir("slurm");
+    auto r = run_cli(dir, "slurm-train --ntasks-per-node 2 --mpi pmi2 --out run --dry-run -- " + kTrain);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\nsrun --mpi=pmi2 " + real(LOOPTOOL_CLI) + " train "), std::string::npos) << r.out;
+    r = run_cli(dir, "slurm-train --mpi pmi2 --out run --dry-run -- " + kTrain);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("--mpi"), std::string::npos) << r.out;
+    r = run_cli(dir, "slurm-train --ntasks-per-node 2 --mpi 'pmix;x' --out run --dry-run -- " + kTrain);
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--mpi 'pmix;x'"), std::string::npos) << r.err;
+}
+
 TEST(Slurm, DryRunJson) {
     TempDir dir("slurm");
     auto text = run_cli(dir, "slurm-train --out run --dry-run -- " + kTrain);
