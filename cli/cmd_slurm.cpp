@@ -25,6 +25,8 @@ Run add_slurm_train(CLI::App &app) {
     cmd->add_option("--partition", o->c.partition, "Partition (default: the cluster's)");
     cmd->add_option("--job-name", o->c.job_name, "Job name")->capture_default_str();
     cmd->add_option("--mem", o->c.mem, "Memory per node, e.g. 4G (default: the cluster's)");
+    cmd->add_option("--mpi", o->c.mpi, "srun --mpi plugin when nodes * ntasks-per-node > 1 (see srun --mpi=list)")
+        ->capture_default_str();
     cmd->add_option("--out", o->c.run_dir, "Run directory: script, logs, checkpoints, metrics")->required();
     cmd->add_flag("--dry-run", o->dry_run, "Print the script; write and submit nothing");
     cmd->add_flag("--json", o->json, "Print {script_path, job_id, script} as JSON");

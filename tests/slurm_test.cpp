@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include "looptool/error.h"
@@ -121,23 +122,15 @@ TEST(Slurm, BadInputIsRejectedAndLeavesNoFile) {
     TempDir dir("slurm");
     // A stand-in sbatch that would accept anything: a rejection must come from validation.
     ScopedPath path(fake_tool(dir, "sbatch", "echo 'Submitted batch job 1'\n"));
+    // One of each kind through the binary (each start costs ~1 s: LibTorch loads); every rule
+    // is checked on validate() in ValidationRejectsEachBadField.
     const std::vector<std::pair<std::string, std::string>> cases{
         {"--out run --time 5:00 -- " + kTrain, "is not HH:MM:SS"},
-        {"--out run --time 01:60:00 -- " + kTrain, "below 60"},
-        {"--out run --time 00:00:00 -- " + kTrain, "is zero"},
-        {"--out run --time 1:2:3 -- " + kTrain, "is not HH:MM:SS"},
-        {"--out run --nodes 0 -- " + kTrain, "--nodes must be a positive count"},
         {"--out run --ntasks-per-node -2 -- " + kTrain, "--ntasks-per-node must be a positive count"},
-        {"--out run --cpus-per-task 0 -- " + kTrain, "--cpus-per-task must be a positive count"},
         {"--out run --mem 4GB -- " + kTrain, "--mem '4GB'"},
-        {"--out run --job-name 'a b' -- " + kTrain, "--job-name 'a b'"},
-        {"--out run --partition 'x;y' -- " + kTrain, "--partition 'x;y'"},
         {"--out 'run dir' -- " + kTrain, "contains whitespace"},
-        {"--out 'run%j' -- " + kTrain, "'%'"},
         {"--out run --", "no train arguments"},
-        {"--out run -- " + kTrain + " --out elsewhere", "'--out' among the train arguments"},
         {"--out run -- " + kTrain + " --resume", "'--resume' among the train arguments"},
-        {"--out run --nodes 2 -- " + kTrain + " --distributed=mpi", "--distributed mpi itself"},
         {"-- " + kTrain, "--out is required"},
     };
     for (const auto &[args, message] : cases) {
@@ -220,6 +213,48 @@ TEST(Slurm, ScriptRunsTheTrainerWithExactArguments) {
                   c.run_dir + "\n--resume\n--distributed\nmpi\n");
 }
 
+TEST(Slurm, ValidationRejectsEachBadField) {
+    using Edit = std::function<void(SbatchConfig &)>;
+    const std::vector<std::pair<Edit, std::string>> cases{
+        {[](auto &c) { c.time = "5:00"; }, "is not HH:MM:SS"},
+        {[](auto &c) { c.time = "1:2:3"; }, "is not HH:MM:SS"},
+        {[](auto &c) { c.time = "01:60:00"; }, "below 60"},
+        {[](auto &c) { c.time = "00:00:60"; }, "below 60"},
+        {[](auto &c) { c.time = "0-00:00:00"; }, "is zero"},
+        {[](auto &c) { c.nodes = 0; }, "--nodes must be a positive count, got 0"},
+        {[](auto &c) { c.ntasks_per_node = -2; }, "--ntasks-per-node must be a positive count"},
+        {[](auto &c) { c.cpus_per_task = 0; }, "--cpus-per-task must be a positive count"},
+        {[](auto &c) { c.mem = "4GB"; }, "--mem '4GB'"},
+        {[](auto &c) { c.mem = "0"; }, "--mem '0'"},
+        {[](auto &c) { c.job_name = "a b"; }, "--job-name 'a b'"},
+        {[](auto &c) { c.job_name = ""; }, "--job-name ''"},
+        {[](auto &c) { c.partition = "x;y"; }, "--partition 'x;y'"},
+        {[](auto &c) { c.mpi = "pmix x"; }, "--mpi 'pmix x'"},
+        {[](auto &c) { c.run_dir = ""; }, "the run directory (--out) is required"},
+        {[](auto &c) { c.run_dir = "runs/a"; }, "must be an absolute path"},
+        {[](auto &c) { c.run_dir = "/runs/a b"; }, "contains whitespace"},
+        {[](auto &c) { c.run_dir = "/runs/%j"; }, "'%'"},
+        {[](auto &c) { c.workdir = "/home/it's"; }, "the working directory '/home/it's'"},
+        {[](auto &c) { c.looptool = ""; }, "the looptool binary is required"},
+        {[](auto &c) { c.train_args.push_back("--out"); }, "'--out' among the train arguments"},
+        {[](auto &c) { c.train_args.push_back("--out=x"); }, "'--out=x' among the train arguments"},
+        {[](auto &c) { c.train_args.push_back("--resume"); }, "slurm-train sets --out RUN_DIR --resume itself"},
+        {[](auto &c) { c.nodes = 2; c.train_args.push_back("--distributed=mpi"); }, "--resume --distributed mpi itself"},
+        {[](auto &c) { c.train_args.push_back("a\nb"); }, "line break"},
+    };
+    for (const auto &[edit, message] : cases) {
+        SbatchConfig c = valid_config();
+        edit(c);
+        try {
+            validate(c);
+            ADD_FAILURE() << "accepted; expected: " << message;
+        } catch (const looptool::Error &e) {
+            EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+        }
+        EXPECT_THROW(sbatch_script(c), looptool::Error) << message;
+    }
+}
+
 TEST(Slurm, ValidationAndParsing) {
     EXPECT_NO_THROW(validate(valid_config()));
     for (const char *t : {"00:00:01", "100:00:00", "2-12:30:00"}) {
@@ -227,12 +262,6 @@ TEST(Slurm, ValidationAndParsing) {
         c.time = t;
         EXPECT_NO_THROW(validate(c)) << t;
     }
-    SbatchConfig c = valid_config();
-    c.run_dir = "runs/a";
-    EXPECT_THROW(validate(c), looptool::Error);
-    c = valid_config();
-    c.looptool = "";
-    EXPECT_THROW(validate(c), looptool::Error);
     EXPECT_EQ(total_tasks([] { auto c = valid_config(); c.nodes = 3; c.ntasks_per_node = 2; return c; }()), 6);
 
     EXPECT_EQ(parse_job_id("Submitted batch job 17\n"), "17");

@@ -86,6 +86,8 @@ void validate(const SbatchConfig &c) {
     static const std::regex name_re(R"(^[A-Za-z0-9_.+-]+$)");
     if (!c.partition.empty() && !std::regex_match(c.partition, name_re))
         throw Error(fmt::format("slurm: --partition '{}' must be letters, digits and _.+-", c.partition));
+    if (!std::regex_match(c.mpi, name_re))
+        throw Error(fmt::format("slurm: --mpi '{}' must be a plugin name such as pmix or pmi2", c.mpi));
     if (!std::regex_match(c.job_name, name_re))
         throw Error(fmt::format("slurm: --job-name '{}' must be non-empty letters, digits and _.+-",
                                 c.job_name));
@@ -138,7 +140,7 @@ std::string sbatch_script(const SbatchConfig &c) {
     s += "export OMP_NUM_THREADS=\"${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}\"\n";
     s += "echo \"== looptune slurm-train: job ${SLURM_JOB_ID:-none} start $((${SLURM_RESTART_COUNT:-0} + 1)) "
          "on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)\"\n";
-    std::string cmd = distributed ? "srun --mpi=pmix " : "srun ";
+    std::string cmd = distributed ? fmt::format("srun --mpi={} ", c.mpi) : "srun ";
     cmd += shell_quote(c.looptool) + " train";
     for (const auto &a : c.train_args) cmd += " " + shell_quote(a);
     cmd += " --out " + shell_quote(c.run_dir) + " --resume";

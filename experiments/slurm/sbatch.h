@@ -4,8 +4,8 @@
 // Every start of the job (the first one, and each after a requeue or a resubmission of the same
 // script) runs `srun LOOPTOOL train ARGS --out RUN_DIR --resume`; the trainer's --resume
 // continues from the latest checkpoint in RUN_DIR, or starts fresh when there is none. With more
-// than one task in all, srun starts one trainer per task under PMIx and `--distributed mpi` is
-// appended. See docs/distributed.md.
+// than one task in all, srun starts one trainer per task under PMIx (or another --mpi type) and
+// `--distributed mpi` is appended. See docs/distributed.md.
 #pragma once
 
 #include <string>
@@ -21,6 +21,7 @@ struct SbatchConfig {
     std::string partition;                 ///< --partition; empty: the cluster's default
     std::string job_name = "looptune-train";  ///< --job-name
     std::string mem;                       ///< --mem per node (e.g. 4G); empty: the default
+    std::string mpi = "pmix";              ///< srun --mpi=TYPE when there are several tasks
     std::string run_dir;                   ///< absolute; checkpoints, metrics and logs
     std::string workdir;                   ///< absolute; the job runs here (relative train args)
     std::string looptool;                  ///< absolute path of the looptool binary
