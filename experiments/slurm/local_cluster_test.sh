@@ -15,8 +15,10 @@
 #   3. `scontrol requeue` of that job starts it again, appending to the same log, and the
 #      trainer says it resumed from the checkpoint;
 #   4. a second run (1500 steps, a checkpoint every 100) requeued while it trains is killed,
-#      starts again, resumes from its last checkpoint (0 < step < 1500) and finishes.
-# Parts 2-4 are skipped (and said so) with --trivial-only or when `looptool train` is missing.
+#      starts again, resumes from its last checkpoint (0 < step < 1500) and finishes;
+#   5. when `looptool train` has --distributed: a two-task run (srun --mpi=pmix, --distributed
+#      mpi) completes with a checkpoint and metrics.
+# Parts 2-5 are skipped (and said so) with --trivial-only or when `looptool train` is missing.
 # Every daemon and job process it started is stopped by PID on exit. Prints one PASS/FAIL line
 # per check and a closing "slurm: N passed, N failed"; exits non-zero when any check failed.
 #
@@ -269,6 +271,24 @@ else
       pass "job $id requeued while running: resumed at step $at, finished $MID_STEPS steps"
     else
       fail "job $id requeued while running: $s, resumed at step '${at}', log $joblog"
+    fi
+  fi
+
+  # 5. Two tasks: srun --mpi=pmix starts two trainers with --distributed mpi.
+  if ! "$LOOPTOOL" train --help 2>/dev/null | grep -q -- '--distributed'; then
+    skip "slurm-train --ntasks-per-node 2: $LOOPTOOL train has no --distributed"
+  else
+    RUN3="$T/run-2tasks"
+    out="$(cd "$T/jobs" && run_marked "$LOOPTOOL" slurm-train --ntasks-per-node 2 --out "$RUN3" --time 00:05:00 \
+      --job-name looptune-2tasks -- --dataset "$T/data" --trainer apex --actors 1 --steps "$STEPS" --learning-starts 100)"
+    id="$(sed -n 's/^submitted batch job \([0-9]*\)$/\1/p' <<<"$out")"
+    s="$(wait_job "$id" 600)"
+    log "two-task job $id $s; its log:"; sed 's/^/    /' "$RUN3/slurm-$id.out" >&2 || true
+    if [ "$s" = COMPLETED ] && grep -q -- '--mpi=pmix .* --distributed mpi$' "$RUN3/train.sbatch" &&
+       [ -s "$RUN3/checkpoint.pt" ] && [ -s "$RUN3/metrics.csv" ]; then
+      pass "slurm-train --ntasks-per-node 2: job $id $s under srun --mpi=pmix, checkpoint.pt and metrics.csv"
+    else
+      fail "slurm-train --ntasks-per-node 2: job $id $s; run directory: $(ls "$RUN3" | tr '\n' ' ')"
     fi
   fi
 fi
