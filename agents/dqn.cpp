@@ -12,6 +12,9 @@
 namespace looptune {
 
 TrainSummary train_apex(const TrainConfig &config);  // agents/apex.cpp
+#ifdef LOOPTUNE_WITH_MPI
+TrainSummary train_apex_mpi(const TrainConfig &config);  // agents/apex_mpi.cpp
+#endif
 
 static TrainSummary train_dqn(const TrainConfig &c) {
     const RunFiles files = prepare_run_dir(c);
@@ -134,6 +137,17 @@ TrainSummary train(const TrainConfig &config) {
         throw looptool::Error("--batch, --n-step, --checkpoint-every and --target-update must be positive");
     if (config.gamma <= 0 || config.gamma > 1) throw looptool::Error("--gamma must be in (0, 1]");
     torch::set_num_threads(1);  // one core per actor or learner: the machine is shared
+    if (config.distributed == "mpi") {
+        if (config.trainer != "apex") throw looptool::Error("--distributed mpi needs --trainer apex");
+#ifdef LOOPTUNE_WITH_MPI
+        return train_apex_mpi(config);
+#else
+        throw looptool::Error("--distributed mpi: this looptool was built without MPI (install libopenmpi-dev, "
+                              "then reconfigure with CMake; LOOPTUNE_WITH_MPI)");
+#endif
+    }
+    if (!config.distributed.empty())
+        throw looptool::Error("unknown --distributed '" + config.distributed + "' (mpi, or none for threads)");
     if (config.trainer == "dqn") return train_dqn(config);
     if (config.trainer == "apex") return train_apex(config);
     throw looptool::Error("unknown trainer '" + config.trainer + "' (dqn or apex)");

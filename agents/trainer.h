@@ -1,5 +1,6 @@
-// `looptool train`: DQN (agents/dqn.cpp) and Ape-X (agents/apex.cpp) over the environment, in
-// process with LibTorch. Every hyper-parameter is in TrainConfig (settable from the CLI).
+// `looptool train`: DQN (agents/dqn.cpp) and Ape-X (agents/apex.cpp; across MPI ranks,
+// agents/apex_mpi.cpp) over the environment, in process with LibTorch. Every hyper-parameter
+// is in TrainConfig (settable from the CLI).
 // A run directory holds: checkpoint.pt (weights, target, optimizer, counters; written
 // atomically every checkpoint_every env steps), policy.pt (the online network as a policy
 // file for `looptool tune`), metrics.csv (appended) and store.sqlite unless a store is given.
@@ -57,6 +58,8 @@ struct TrainConfig {
     int actors = 2;
     double apex_eps = 0.4, apex_alpha = 7;  ///< eps_i = eps^(1 + alpha * i / (N - 1))
     int64_t weight_sync = 100;        ///< learner updates between weight publications
+    std::string distributed;          ///< "" (threads only) | "mpi": rank 0 learns, the others act
+    double mpi_timeout = 60;          ///< seconds an MPI rank may stay silent before the run stops
 
     // Bookkeeping.
     int64_t checkpoint_every = 2000;  ///< env steps
@@ -72,6 +75,7 @@ struct TrainSummary {
     double seconds = 0;
     double eval_speedup = 0;      ///< geomean over the evaluated test benchmarks, last evaluation
     bool resumed = false;
+    bool primary = true;          ///< false on MPI ranks other than 0: they report nothing
     std::string policy_path, metrics_path;
 };
 

@@ -89,6 +89,12 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--apex-eps", c.apex_eps, "Ape-X: base epsilon")->capture_default_str();
     cmd->add_option("--apex-alpha", c.apex_alpha, "Ape-X: epsilon exponent spread")->capture_default_str();
     cmd->add_option("--weight-sync", c.weight_sync, "Ape-X: updates between weight publications")->capture_default_str();
+    cmd->add_option("--distributed", c.distributed,
+                    "Ape-X across processes: mpi (under mpirun/srun; rank 0 learns, every other rank runs "
+                    "--actors actors)")
+        ->check(CLI::IsMember({"mpi"}));
+    cmd->add_option("--mpi-timeout", c.mpi_timeout, "MPI: seconds a rank may stay silent before the run stops")
+        ->capture_default_str();
     cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")->capture_default_str();
     cmd->add_option("--eval-every", c.eval_every, "Env steps between test evaluations (0: end only)")->capture_default_str();
     cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")->capture_default_str();
@@ -104,6 +110,7 @@ Run add_train(CLI::App &app) {
                 else fmt::print(stderr, "{}\n", line);
             };
         looptune::TrainSummary s = looptune::train(o->c);
+        if (!s.primary) return 0;  // an MPI actor rank: rank 0 reports and writes the run directory
         if (tty && !o->quiet) fmt::print(stderr, "\n");
         std::string plot;
         if (!o->no_plots && looptune::gnuplot_available()) {

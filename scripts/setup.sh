@@ -22,6 +22,7 @@ PACKAGES=(
   llvm-19-dev libzstd-dev libtorch-dev
   libopenblas0 libopenblas-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
+  libopenmpi-dev openmpi-bin
 )
 
 log() { printf '==> %s\n' "$*" >&2; }

@@ -1,0 +1,851 @@
+// Ape-X across MPI ranks (`looptool train --trainer apex --distributed mpi`, under mpirun or
+// srun), the same algorithm as agents/apex.cpp with actors in other processes:
+//
+//   rank 0      the learner: central prioritized replay, learner thread, checkpoints,
+//               evaluation, metrics and progress; the only rank that writes the run directory.
+//   rank r > 0  config.actors actor threads, each with its own Environment and JIT, acting with
+//               eps_i = eps^(1 + alpha * i / (N - 1)) over the global actor index
+//               i = (r - 1) * actors + t of N = (ranks - 1) * actors actors; the measurement store
+//               (--store, default RUN_DIR/store.sqlite) is shared by the ranks of a node.
+//
+// Messages (agents/mpi_transport.h), point to point on MPI_COMM_WORLD. Every receive takes any
+// tag, so the messages from one rank are received in the order they were sent.
+//   actor rank -> 0  Transitions  16 n-step transitions with the actor's initial priorities
+//                    Status       env steps and episodes since the last one: after new steps
+//                                 (so the run overshoots its steps by little), and at least
+//                                 every half second, so it is also the heartbeat
+//                    Failed       an actor thread's error; the rank then waits for Stop
+//                    Bye          after Stop: the rank's last message
+//   0 -> actor rank  Weights      every weight_sync updates (a rank still receiving the previous
+//                                 publication skips one); actors poll for them
+//                    Grant        how many steps the rank may have taken in all: topped up to
+//                                 64 per actor ahead of what it reported, never past --steps
+//                                 in total (so the run takes exactly --steps); also sent every
+//                                 half second as the heartbeat
+//                    Stop         the last message: total steps reached, time out, or an error
+// Only each rank's main thread calls MPI (MPI_THREAD_FUNNELED); actor and learner threads talk
+// to it through queues. Waits poll with short sleeps instead of spinning in MPI, since ranks
+// share cores. A rank silent for config.mpi_timeout seconds ends the run: rank 0 writes a
+// checkpoint, says how to resume and aborts the job; SIGTERM on rank 0 (what mpirun sends when
+// another rank dies, and what Slurm sends at a time limit) does the same. docs/distributed.md
+// ("MPI") has what OpenMPI does when a rank dies.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <list>
+#include <optional>
+#include <thread>
+
+#include "agents/learner.h"
+#include "agents/mpi_transport.h"
+#include "looptool/error.h"
+
+namespace looptune {
+
+TrainSummary train_apex_mpi(const TrainConfig &config);
+
+namespace {
+
+enum Tag : int { kTransitions = 1, kStatus, kFailed, kBye, kWeights, kGrant, kStop };
+
+constexpr double kHeartbeatSeconds = 0.5;
+constexpr size_t kMaxInFlight = 8;       // transition batches an actor rank sends at once
+constexpr size_t kOutboxLimit = 64;      // batches queued on an actor rank before its actors wait
+constexpr int64_t kGrantPerActor = 64;   // steps granted ahead per actor
+constexpr auto kPoll = std::chrono::milliseconds(2);
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// MPI_Init_thread ... MPI_Finalize, for one training run per process.
+class MpiSession {
+public:
+    MpiSession() {
+        int finalized = 0, initialized = 0;
+        MPI_Finalized(&finalized);
+        MPI_Initialized(&initialized);
+        if (finalized || initialized)
+            throw looptool::Error("--distributed mpi: MPI was already used in this process (one run per process)");
+        int provided = 0;
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (provided < MPI_THREAD_FUNNELED) {
+            MPI_Finalize();
+            throw looptool::Error("--distributed mpi: this MPI library does not provide MPI_THREAD_FUNNELED");
+        }
+    }
+    ~MpiSession() { MPI_Finalize(); }
+    MpiSession(const MpiSession &) = delete;
+    MpiSession &operator=(const MpiSession &) = delete;
+    int rank = 0, size = 1;
+};
+
+/// Completes `request` while sleeping between tests (blocking MPI waits spin a core).
+void lazy_wait(MPI_Request *request) {
+    for (;;) {
+        int done = 0;
+        MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (done) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+void lazy_bcast(void *data, int count, MPI_Datatype type, int root) {
+    MPI_Request r;
+    MPI_Ibcast(data, count, type, root, MPI_COMM_WORLD, &r);
+    lazy_wait(&r);
+}
+
+/// Every rank learns the lowest-ranked non-empty `mine` ("rank R: ..." when R > 0), or "".
+std::string first_error(const MpiSession &mpi, const std::string &mine) {
+    int candidate = mine.empty() ? INT_MAX : mpi.rank, failed = INT_MAX;
+    MPI_Request r;
+    MPI_Iallreduce(&candidate, &failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r);
+    lazy_wait(&r);
+    if (failed == INT_MAX) return "";
+    int length = failed == mpi.rank ? static_cast<int>(mine.size()) : 0;
+    lazy_bcast(&length, 1, MPI_INT, failed);
+    std::string text = failed == mpi.rank ? mine : std::string(length, ' ');
+    lazy_bcast(text.data(), length, MPI_CHAR, failed);
+    return failed == 0 ? text : fmt::format("rank {}: {}", failed, text);
+}
+
+/// Non-blocking sends; each buffer lives until its send completes.
+class Outgoing {
+public:
+    void send(int dest, int tag, std::vector<char> bytes) {
+        sends_.push_back({dest, tag, std::move(bytes), MPI_REQUEST_NULL});
+        Send &s = sends_.back();
+        MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &s.request);
+    }
+    void progress() {
+        for (auto it = sends_.begin(); it != sends_.end();) {
+            int done = 0;
+            MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+            it = done ? sends_.erase(it) : std::next(it);
+        }
+    }
+    size_t pending(int dest, int tag) const {
+        size_t n = 0;
+        for (const Send &s : sends_) n += s.dest == dest && s.tag == tag;
+        return n;
+    }
+    /// false when sends are still pending after `seconds`.
+    bool drain(double seconds) {
+        const double until = now() + seconds;
+        for (progress(); !sends_.empty() && now() < until; progress()) std::this_thread::sleep_for(kPoll);
+        return sends_.empty();
+    }
+
+private:
+    struct Send {
+        int dest, tag;
+        std::vector<char> bytes;
+        MPI_Request request;
+    };
+    std::list<Send> sends_;
+};
+
+/// The next message waiting from `source` (or MPI_ANY_SOURCE), any tag; false when none is.
+bool try_receive(int source, int *from, int *tag, std::vector<char> *bytes) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(source, MPI_ANY_TAG, MPI_COMM_WORLD, &found, &message, &status);
+    if (!found) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    bytes->resize(count);
+    MPI_Mrecv(bytes->data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
+    *from = status.MPI_SOURCE;
+    *tag = status.MPI_TAG;
+    return true;
+}
+
+/// Every parameter and buffer of `net`, in registration order, as one vector.
+std::vector<float> flat_weights(const QNet &net) {
+    torch::NoGradGuard no_grad;
+    std::vector<float> out;
+    auto append = [&](const torch::Tensor &t) {
+        torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat).contiguous();
+        out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    };
+    for (const torch::Tensor &p : net->parameters()) append(p);
+    for (const torch::Tensor &b : net->buffers()) append(b);
+    return out;
+}
+
+void set_flat_weights(QNet &net, const std::vector<float> &w) {
+    torch::NoGradGuard no_grad;
+    size_t at = 0;
+    auto take = [&](torch::Tensor t) {
+        const size_t n = t.numel();
+        if (at + n > w.size()) throw looptool::Error("MPI: the learner's weights do not fit this rank's network");
+        t.copy_(torch::from_blob(const_cast<float *>(w.data() + at), t.sizes(), torch::kFloat).to(t.dtype()));
+        at += n;
+    };
+    for (torch::Tensor p : net->parameters()) take(p);
+    for (torch::Tensor b : net->buffers()) take(b);
+    if (at != w.size()) throw looptool::Error("MPI: the learner's weights do not fit this rank's network");
+}
+
+double global_epsilon(const TrainConfig &c, int i, int n) {
+    if (n <= 1) return c.apex_eps;
+    return std::pow(c.apex_eps, 1 + c.apex_alpha * i / double(n - 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actor ranks.
+
+/// What an actor rank's threads share with its main thread, which alone talks to MPI.
+struct ActorSide {
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> env_steps{0};  // taken on this rank in this run
+    std::atomic<int64_t> claimed{0}, granted{0};  // steps claimed by actors; allowed by rank 0
+    std::mutex mutex;                    // guards the rest
+    std::condition_variable room;        // the outbox has room, or stop
+    std::deque<std::vector<char>> outbox;  // encoded transition batches
+    ActorStatus finished;                  // episodes since the last status (env_steps unused)
+    QNet net{nullptr};                     // the latest weights received
+    int64_t version = 0;
+    std::string error;                     // first actor thread error
+};
+
+/// Takes one step of the rank's grant; false when it is used up.
+bool claim_step(ActorSide &side) {
+    int64_t claimed = side.claimed;
+    while (claimed < side.granted)
+        if (side.claimed.compare_exchange_weak(claimed, claimed + 1)) return true;
+    return false;
+}
+
+void run_actor(int id, int num_actors, const TrainConfig &c, const Dataset &dataset, const QNetConfig &net_config,
+               int64_t start_steps, ActorSide &side) {
+    Environment env(train_env_config(c));
+    const bool graph = c.encoder == "gnn";
+    QNet net(net_config);
+    int64_t version = -1;
+    const double eps = global_epsilon(c, id, num_actors);
+    std::mt19937_64 rng(c.seed * 1000003 + id * 7919 + start_steps);
+    std::uniform_int_distribution<size_t> pick(0, dataset.train.size() - 1);
+    std::vector<Transition> outbox;
+    auto flush = [&] {
+        if (outbox.empty()) return;
+        std::vector<float> p = Learner::td_errors(net, outbox);
+        std::vector<char> bytes = encode_transitions(outbox, p);
+        outbox.clear();
+        std::unique_lock<std::mutex> g(side.mutex);
+        side.room.wait(g, [&] { return side.outbox.size() < kOutboxLimit || side.stop; });
+        side.outbox.push_back(std::move(bytes));
+    };
+    while (!side.stop) {
+        env.reset(dataset.train[pick(rng)]);
+        NStepBuilder nstep(c.n_step, c.gamma);
+        double ep_reward = 0, base = env.gflops(), best = base;
+        bool done = false;
+        while (!done && !side.stop) {
+            {
+                std::lock_guard<std::mutex> g(side.mutex);
+                if (side.version != version) {
+                    copy_weights(net, side.net);
+                    version = side.version;
+                }
+            }
+            if (!claim_step(side)) {  // wait for rank 0 to grant more
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                continue;
+            }
+            RlState s = encode_state(env, graph);
+            const int a = epsilon_greedy(net, s, eps, rng);
+            if (a < 0) {
+                --side.claimed;
+                break;
+            }
+            StepResult r = env.step_index(a);
+            ++side.env_steps;
+            ep_reward += r.reward;
+            best = std::max(best, env.gflops());
+            RlState next = encode_state(env, graph);
+            done = r.done || !any_legal(next);
+            for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
+                outbox.push_back(std::move(t));
+            if (outbox.size() >= 16) flush();
+        }
+        flush();
+        if (side.stop) break;  // a cut episode is not counted
+        std::lock_guard<std::mutex> g(side.mutex);
+        ++side.finished.episodes;
+        side.finished.episode_rewards.push_back(static_cast<float>(ep_reward));
+        side.finished.episode_speedups.push_back(static_cast<float>(best / std::max(base, 1e-9)));
+    }
+}
+
+[[noreturn]] void abort_job(const std::string &message) {
+    fmt::print(stderr, "error: {}\n", message);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::_Exit(1);  // not reached
+}
+
+TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Dataset &dataset,
+                        const QNetConfig &net_config, const std::vector<float> &weights, int64_t start_steps) {
+    ActorSide side;
+    side.net = QNet(net_config);
+    set_flat_weights(side.net, weights);
+    const int num_actors = (mpi.size - 1) * c.actors;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < c.actors; ++t) {
+        const int id = (mpi.rank - 1) * c.actors + t;
+        threads.emplace_back([&, id] {
+            try {
+                run_actor(id, num_actors, c, dataset, net_config, start_steps, side);
+            } catch (const std::exception &e) {
+                std::lock_guard<std::mutex> g(side.mutex);
+                if (side.error.empty()) side.error = fmt::format("actor {}: {}", id, e.what());
+                side.stop = true;
+                side.room.notify_all();
+            }
+        });
+    }
+    auto stop_threads = [&] {
+        {
+            std::lock_guard<std::mutex> g(side.mutex);
+            side.stop = true;
+        }
+        side.room.notify_all();
+        for (std::thread &t : threads)
+            if (t.joinable()) t.join();
+    };
+
+    Outgoing out;
+    int64_t reported = 0;
+    double last_status = 0, last_from_root = now();
+    bool failure_sent = false;
+    auto send_status = [&] {
+        ActorStatus s;
+        {
+            std::lock_guard<std::mutex> g(side.mutex);
+            std::swap(s, side.finished);
+        }
+        const int64_t steps = side.env_steps;
+        s.env_steps = steps - reported;
+        reported = steps;
+        out.send(0, kStatus, encode_status(s));
+        last_status = now();
+    };
+    try {
+        for (bool stop = false; !stop;) {
+            int from = 0, tag = 0;
+            std::vector<char> bytes;
+            while (!stop && try_receive(0, &from, &tag, &bytes)) {
+                last_from_root = now();
+                if (tag == kWeights) {
+                    int64_t version = 0;
+                    std::vector<float> w = decode_weights(bytes, &version);
+                    std::lock_guard<std::mutex> g(side.mutex);
+                    set_flat_weights(side.net, w);
+                    side.version = version;
+                } else if (tag == kGrant) {
+                    side.granted = std::max<int64_t>(side.granted, decode_grant(bytes));
+                } else if (tag == kStop) {
+                    stop = true;
+                }
+            }
+            if (stop) break;
+            std::string error;
+            {
+                std::lock_guard<std::mutex> g(side.mutex);
+                error = side.error;
+            }
+            if (!error.empty() && !failure_sent) {
+                out.send(0, kFailed, encode_text(error));
+                failure_sent = true;
+            }
+            out.progress();
+            for (;;) {
+                std::vector<char> batch;
+                {
+                    std::lock_guard<std::mutex> g(side.mutex);
+                    if (side.outbox.empty() || out.pending(0, kTransitions) >= kMaxInFlight) break;
+                    batch = std::move(side.outbox.front());
+                    side.outbox.pop_front();
+                }
+                side.room.notify_one();
+                out.send(0, kTransitions, std::move(batch));
+            }
+            const double t = now();
+            if (t - last_status >= kHeartbeatSeconds || side.env_steps != reported)
+                send_status();
+            if (t - last_from_root > c.mpi_timeout) {
+                side.stop = true;
+                abort_job(fmt::format("rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
+                                      "Rerun with --resume to continue from the last checkpoint",
+                                      mpi.rank, t - last_from_root));
+            }
+            std::this_thread::sleep_for(kPoll);
+        }
+    } catch (const std::exception &e) {
+        // The learner would wait for this rank until its timeout: end the job now (rank 0
+        // checkpoints on the SIGTERM that follows).
+        abort_job(fmt::format("rank {}: {}", mpi.rank, e.what()));
+    }
+    // Stop: the actors finish their step, the last steps are reported, then Bye.
+    stop_threads();
+    send_status();
+    out.send(0, kBye, encode_text(""));
+    if (!out.drain(c.mpi_timeout))
+        abort_job(fmt::format("rank {}: rank 0 took none of its last messages for {:.0f} s; aborting the job",
+                              mpi.rank, c.mpi_timeout));
+    TrainSummary s;
+    s.primary = false;
+    s.env_steps = side.env_steps;
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rank 0.
+
+volatile std::sig_atomic_t g_sigterm = 0;
+extern "C" void on_sigterm(int) { g_sigterm = 1; }
+
+/// Catches SIGTERM for its lifetime.
+class SigtermFlag {
+public:
+    SigtermFlag() {
+        g_sigterm = 0;
+        struct sigaction sa = {};
+        sa.sa_handler = on_sigterm;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, &old_);
+    }
+    ~SigtermFlag() { sigaction(SIGTERM, &old_, nullptr); }
+    bool raised() const { return g_sigterm != 0; }
+
+private:
+    struct sigaction old_ = {};
+};
+
+/// The learner's latest weights, flattened by the learner thread for the main thread to send.
+struct Published {
+    std::mutex mutex;
+    std::vector<float> weights;
+    int64_t version = 0;
+};
+
+struct PeerState {
+    double last_heard = 0;
+    bool bye = false;
+    int64_t env_steps = 0, granted = 0;  // in this run
+};
+
+struct RankZero {
+    const MpiSession &mpi;
+    const TrainConfig &c;
+    const RunFiles &files;
+    const std::vector<std::string> &evaluation;
+    Environment &eval_env;
+    const QNetConfig &net_config;
+    Learner &learner;
+    PrioritizedReplay &replay;
+    MetricsLog &metrics;
+    const std::vector<Demo> &demos;
+    nlohmann::json counters;  // as loaded from the checkpoint (or zeros)
+    bool resumed;
+
+    TrainSummary run();
+};
+
+TrainSummary RankZero::run() {
+    const bool graph = c.encoder == "gnn";
+    std::atomic<int64_t> env_steps{counters["env_steps"].get<int64_t>()};
+    int64_t episodes = counters["episodes"].get<int64_t>();
+    const double seconds_before = counters["seconds"];
+    const int64_t start_steps = env_steps, updates_at_start = learner.updates;
+    const int num_actors = (mpi.size - 1) * c.actors;
+    RunningMean episode_reward, episode_speedup;
+
+    std::atomic<bool> learner_stop{false};
+    std::mutex error_mutex, learner_mutex;  // learner_mutex: checkpoints and snapshots between updates
+    std::string learner_error;
+    std::atomic<double> last_loss{0};
+    Published published;
+    std::thread learner_thread([&] {
+        try {
+            std::vector<float> priorities;
+            RunningMean loss_mean(200);
+            while (!learner_stop) {
+                const int64_t steps = env_steps;
+                const bool ready = replay.size() >= std::min<int64_t>(c.learning_starts, c.replay_capacity);
+                if (!ready || learner.updates >= updates_at_start + c.updates_per_step * (steps - start_steps)) {
+                    std::this_thread::sleep_for(kPoll);
+                    continue;
+                }
+                const double beta = c.per_beta + (1 - c.per_beta) * std::min(1.0, double(steps) / c.steps);
+                ReplaySample batch = replay.sample(c.batch, beta);
+                {
+                    std::lock_guard<std::mutex> g(learner_mutex);
+                    loss_mean.push(learner.update(batch, &priorities, demos.empty() ? nullptr : &demos));
+                }
+                replay.update_priorities(batch.indices, priorities);
+                last_loss = loss_mean.mean();
+                if (learner.updates % c.weight_sync == 0) {
+                    std::vector<float> w = flat_weights(learner.online);
+                    std::lock_guard<std::mutex> g(published.mutex);
+                    published.weights = std::move(w);
+                    ++published.version;
+                }
+            }
+        } catch (const std::exception &e) {
+            std::lock_guard<std::mutex> g(error_mutex);
+            learner_error = std::string("learner: ") + e.what();
+            learner_stop = true;
+        }
+    });
+    auto stop_learner = [&] {
+        learner_stop = true;
+        if (learner_thread.joinable()) learner_thread.join();
+    };
+
+    const double t0 = now();
+    auto elapsed = [&] { return now() - t0; };
+    auto checkpoint = [&] {
+        std::lock_guard<std::mutex> g(learner_mutex);
+        counters = {{"env_steps", env_steps.load()}, {"episodes", episodes}, {"seconds", seconds_before + elapsed()}};
+        learner.save_checkpoint(files.checkpoint, counters);
+        learner.save_policy(files.policy, {{"trainer", "apex"}, {"distributed", "mpi"}, {"ranks", mpi.size},
+                                           {"actors", num_actors}, {"seed", c.seed}, {"env_steps", env_steps.load()},
+                                           {"dataset", c.dataset_dir}, {"warmstart", c.warmstart}});
+    };
+    // Evaluation runs beside the main thread, which must keep serving the ranks: its result goes
+    // into the metrics row written when it finishes, for the weights at its start.
+    QNet snapshot(net_config);
+    std::future<double> evaluation_running;
+    auto start_evaluation = [&] {
+        {
+            std::lock_guard<std::mutex> g(learner_mutex);
+            copy_weights(snapshot, learner.online);
+        }
+        evaluation_running = std::async(std::launch::async, [&] {
+            torch::set_num_threads(1);
+            return evaluate_policy(snapshot, eval_env, evaluation, graph);
+        });
+    };
+
+    std::vector<PeerState> peers(mpi.size);
+    for (PeerState &p : peers) p.last_heard = now();
+    int64_t ungranted = std::max<int64_t>(0, c.steps - start_steps);
+    Outgoing out;
+    SigtermFlag sigterm;
+    std::string error;  // an actor rank's failure, or the evaluation's
+    // An actor rank silent too long, or SIGTERM: save what the learner has and end the job.
+    auto give_up = [&](const std::string &why, bool sigterm_exit) {
+        stop_learner();
+        std::string saved = "the last checkpoint in " + c.out_dir + " is intact";
+        if (learner_error.empty()) {
+            try {
+                checkpoint();
+                saved = fmt::format("checkpoint at step {} written to {}", env_steps.load(), files.checkpoint);
+            } catch (const std::exception &e) {
+                saved += fmt::format(" (a new one could not be written: {})", e.what());
+            }
+        }
+        const std::string message = fmt::format(
+            "{}; {}: rerun the same command with --resume to continue", why, saved);
+        if (!sigterm_exit) abort_job(message);
+        fmt::print(stderr, "error: {}\n", message);
+        std::fflush(stderr);
+        std::_Exit(128 + SIGTERM);
+    };
+    auto receive_all = [&] {
+        int from = 0, tag = 0;
+        std::vector<char> bytes;
+        std::vector<Transition> ts;
+        std::vector<float> priorities;
+        for (int n = 0; n < 1024 && try_receive(MPI_ANY_SOURCE, &from, &tag, &bytes); ++n) {
+            peers[from].last_heard = now();
+            if (tag == kTransitions) {
+                decode_transitions(bytes, &ts, &priorities);
+                for (size_t i = 0; i < ts.size(); ++i) replay.add(std::move(ts[i]), priorities[i]);
+            } else if (tag == kStatus) {
+                const ActorStatus s = decode_status(bytes);
+                env_steps += s.env_steps;
+                peers[from].env_steps += s.env_steps;
+                episodes += s.episodes;
+                for (size_t i = 0; i < s.episode_rewards.size(); ++i) {
+                    episode_reward.push(s.episode_rewards[i]);
+                    episode_speedup.push(s.episode_speedups[i]);
+                }
+            } else if (tag == kFailed) {
+                if (error.empty()) error = fmt::format("rank {}: {}", from, decode_text(bytes));
+            } else if (tag == kBye) {
+                peers[from].bye = true;
+            }
+        }
+        out.progress();
+        if (sigterm.raised()) give_up("rank 0 got SIGTERM (from mpirun when another rank died, or from Slurm)", true);
+        for (int r = 1; r < mpi.size; ++r)
+            if (!peers[r].bye && now() - peers[r].last_heard > c.mpi_timeout)
+                give_up(fmt::format("rank {} has been silent for {:.0f} s (dead or hung?); aborting the job", r,
+                                    now() - peers[r].last_heard),
+                        false);
+    };
+
+    int64_t next_checkpoint = (env_steps / c.checkpoint_every + 1) * c.checkpoint_every;
+    int64_t next_eval = c.eval_every > 0 ? (env_steps / c.eval_every + 1) * c.eval_every : INT64_MAX;
+    int64_t next_row = env_steps + 250, sent_version = 0;
+    double last_eval = -1, last_print = -10, last_heartbeat = 0;
+    auto metrics_row = [&](double eval) {
+        metrics.write({seconds_before + elapsed(), env_steps.load(), episodes, learner.updates, c.apex_eps,
+                       episode_reward.mean(), episode_speedup.mean(), last_loss.load(), eval});
+    };
+    auto print_progress = [&](const char *state) {
+        const int64_t steps = env_steps;
+        const double rate = (steps - start_steps) / std::max(elapsed(), 1e-9);
+        c.progress(fmt::format("[{}/{}] {} actor ranks x {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss "
+                               "{:.4f} | {} updates | eval {} | {:.1f} steps/s | {}",
+                               steps, c.steps, mpi.size - 1, c.actors, episodes, episode_reward.mean(),
+                               episode_speedup.mean(), last_loss.load(), learner.updates,
+                               last_eval < 0 ? std::string("-") : fmt::format("{:.2f}x", last_eval), rate,
+                               state[0]       ? std::string(state)
+                               : rate > 0 ? "ETA " + format_duration((c.steps - steps) / rate)
+                                              : std::string("ETA -")));
+    };
+    try {
+        for (;;) {
+            receive_all();
+            {
+                std::lock_guard<std::mutex> g(error_mutex);
+                if (!learner_error.empty()) break;
+            }
+            if (!error.empty() || env_steps >= c.steps || (c.max_seconds > 0 && elapsed() >= c.max_seconds)) break;
+            {
+                std::vector<char> bytes;
+                {
+                    std::lock_guard<std::mutex> g(published.mutex);
+                    if (published.version != sent_version) {
+                        sent_version = published.version;
+                        bytes = encode_weights(sent_version, published.weights);
+                    }
+                }
+                if (!bytes.empty())
+                    for (int r = 1; r < mpi.size; ++r)
+                        if (out.pending(r, kWeights) == 0) out.send(r, kWeights, bytes);
+            }
+            const bool heartbeat = now() - last_heartbeat >= kHeartbeatSeconds;
+            for (int r = 1; r < mpi.size; ++r) {
+                const int64_t window = kGrantPerActor * c.actors, ahead = peers[r].granted - peers[r].env_steps;
+                const int64_t more = ahead < window / 2 ? std::min(window - ahead, ungranted) : 0;
+                peers[r].granted += more;
+                ungranted -= more;
+                if (more > 0 || heartbeat) out.send(r, kGrant, encode_grant(peers[r].granted));
+            }
+            if (heartbeat) last_heartbeat = now();
+            const int64_t steps = env_steps;
+            if (steps >= next_checkpoint) {
+                checkpoint();
+                next_checkpoint = (steps / c.checkpoint_every + 1) * c.checkpoint_every;
+            }
+            bool evaluated = false;
+            if (evaluation_running.valid() &&
+                evaluation_running.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+                last_eval = evaluation_running.get();
+                evaluated = true;
+            } else if (steps >= next_eval && !evaluation_running.valid()) {
+                start_evaluation();
+                next_eval = (steps / c.eval_every + 1) * c.eval_every;
+            }
+            if (steps >= next_row || evaluated) {
+                metrics_row(evaluated ? last_eval : -1);
+                next_row = steps + 250;
+            }
+            if (c.progress && elapsed() - last_print >= 2) {
+                last_print = elapsed();
+                print_progress("");
+            }
+            std::this_thread::sleep_for(kPoll);
+        }
+    } catch (const std::exception &e) {
+        if (error.empty()) error = std::string("rank 0: ") + e.what();
+    }
+
+    // Stop every actor rank, then the learner (its state is what gets saved), and wait for each
+    // rank's Bye so no message is left in flight.
+    for (int r = 1; r < mpi.size; ++r) out.send(r, kStop, encode_text(""));
+    stop_learner();
+    for (;;) {
+        receive_all();
+        bool all = true;
+        for (int r = 1; r < mpi.size; ++r) all = all && peers[r].bye;
+        if (all) break;
+        std::this_thread::sleep_for(kPoll);
+    }
+    out.drain(c.mpi_timeout);
+    if (evaluation_running.valid()) {
+        try {
+            last_eval = evaluation_running.get();
+        } catch (const std::exception &e) {
+            if (error.empty()) error = std::string("evaluation: ") + e.what();
+        }
+    }
+    if (!learner_error.empty()) {
+        error = learner_error + (error.empty() ? "" : "; " + error);
+    } else {
+        checkpoint();
+        if (error.empty()) {
+            last_eval = evaluate_policy(learner.online, eval_env, evaluation, graph);
+            metrics_row(last_eval);
+        }
+    }
+    if (c.progress) print_progress(error.empty() ? "done" : "stopped");
+    if (!error.empty())
+        throw looptool::Error(error + (learner_error.empty() ? "; checkpoint written to " + files.checkpoint
+                                                              : "; the last checkpoint in " + c.out_dir + " is intact") +
+                              ": rerun with --resume to continue");
+    TrainSummary summary;
+    summary.resumed = resumed;
+    summary.env_steps = env_steps;
+    summary.episodes = episodes;
+    summary.updates = learner.updates;
+    summary.seconds = seconds_before + elapsed();
+    summary.eval_speedup = last_eval;
+    summary.policy_path = files.policy;
+    summary.metrics_path = files.metrics;
+    return summary;
+}
+
+/// The shared part of the set-up: what every rank needs to act.
+struct Common {
+    Dataset dataset;
+    std::unique_ptr<Environment> env;  // rank 0: the evaluation environment
+    QNetConfig net_config;
+};
+
+Common common_setup(const TrainConfig &c) {
+    Common s;
+    s.dataset = Dataset::load(c.dataset_dir, c.split_seed);
+    if (s.dataset.train.empty()) throw looptool::Error("the train split of " + c.dataset_dir + " is empty");
+    s.env = std::make_unique<Environment>(train_env_config(c));
+    s.net_config = net_config_for(c, *s.env);
+    return s;
+}
+
+/// The host names of all ranks, in rank order.
+std::vector<std::string> host_names() {
+    char name[MPI_MAX_PROCESSOR_NAME] = {};
+    int length = 0;
+    MPI_Get_processor_name(name, &length);
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    std::vector<char> all(size * MPI_MAX_PROCESSOR_NAME);
+    MPI_Request r;
+    MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                   MPI_COMM_WORLD, &r);
+    lazy_wait(&r);
+    std::vector<std::string> out;
+    for (int i = 0; i < size; ++i) out.emplace_back(all.data() + i * MPI_MAX_PROCESSOR_NAME);
+    return out;
+}
+
+}  // namespace
+
+TrainSummary train_apex_mpi(const TrainConfig &c) {
+    if (c.actors < 1) throw looptool::Error("--actors must be at least 1");
+    if (c.mpi_timeout <= 0) throw looptool::Error("--mpi-timeout must be positive");
+    MpiSession mpi;
+    if (mpi.size < 2)
+        throw looptool::Error("--distributed mpi needs at least 2 MPI processes (mpirun -np 2 or more, or srun): "
+                              "rank 0 learns, every other rank acts");
+    auto fail_together = [&](const std::string &mine) {
+        const std::string error = first_error(mpi, mine);
+        if (error.empty()) return false;
+        if (mpi.rank == 0) throw looptool::Error(error);
+        return true;  // other ranks leave quietly: rank 0 reports, and its exit status fails the job
+    };
+    TrainSummary quiet;
+    quiet.primary = false;
+
+    // 1. Rank 0 claims the run directory; the store inside it must exist before others open it.
+    RunFiles files;
+    std::string error;
+    try {
+        const std::vector<std::string> hosts = host_names();
+        if (c.store_path.empty() && std::any_of(hosts.begin(), hosts.end(), [&](auto &h) { return h != hosts[0]; }))
+            throw looptool::Error("--distributed mpi over several hosts needs --store with a node-local path (the "
+                                  "same on every node, e.g. /tmp/looptune_store.sqlite): SQLite's WAL store cannot "
+                                  "be shared across hosts");
+        if (mpi.rank == 0) files = prepare_run_dir(c);
+    } catch (const std::exception &e) {
+        error = e.what();
+    }
+    if (fail_together(error)) return quiet;
+
+    // 2. Every rank: dataset, environment, network shape; rank 0 also the learner and replay,
+    // the checkpoint when resuming, and the warm start.
+    std::optional<Common> common;
+    std::unique_ptr<Learner> learner;
+    std::unique_ptr<PrioritizedReplay> replay;
+    std::unique_ptr<MetricsLog> metrics;
+    std::vector<Demo> demos;
+    nlohmann::json counters = {{"env_steps", 0}, {"episodes", 0}, {"seconds", 0.0}};
+    bool resumed = false;
+    std::vector<float> weights;
+    try {
+        common = common_setup(c);
+        if (mpi.rank == 0) {
+            learner = std::make_unique<Learner>(c, common->net_config);
+            replay = std::make_unique<PrioritizedReplay>(c.replay_capacity, c.per_alpha, c.seed);
+            resumed = c.resume && learner->load_checkpoint(files.checkpoint, &counters);
+            if (resumed && c.progress)
+                c.progress(fmt::format("resumed from {} at step {} ({} episodes, {} updates)", files.checkpoint,
+                                       counters["env_steps"].get<int64_t>(), counters["episodes"].get<int64_t>(),
+                                       learner->updates));
+            metrics = std::make_unique<MetricsLog>(files.metrics, resumed);
+            if (!c.warmstart.empty()) {
+                demos = load_demonstrations(c, *common->env, *replay, c.encoder == "gnn");
+                if (!resumed) pretrain_on_demonstrations(c, *learner, *replay, demos);
+            }
+            weights = flat_weights(learner->online);
+        } else {
+            weights = flat_weights(QNet(common->net_config));  // the size, to check rank 0's against
+        }
+    } catch (const std::exception &e) {
+        error = e.what();
+    }
+    if (fail_together(error)) return quiet;
+
+    // 3. Rank 0's starting point (step count and weights) to everyone.
+    int64_t start[2] = {counters["env_steps"].get<int64_t>(), static_cast<int64_t>(weights.size())};
+    lazy_bcast(start, 2, MPI_INT64_T, 0);
+    if (start[1] != static_cast<int64_t>(weights.size()))
+        error = fmt::format("its network has {} weights, rank 0's {} (different builds or settings?)",
+                            weights.size(), start[1]);
+    if (fail_together(error)) return quiet;
+    lazy_bcast(weights.data(), static_cast<int>(weights.size()), MPI_FLOAT, 0);
+    if (mpi.rank == 0 && c.progress)
+        c.progress(fmt::format("MPI: rank 0 learns, {} ranks x {} actors act (eps {:.3g} .. {:.3g})", mpi.size - 1,
+                               c.actors, global_epsilon(c, 0, (mpi.size - 1) * c.actors),
+                               global_epsilon(c, (mpi.size - 1) * c.actors - 1, (mpi.size - 1) * c.actors)));
+
+    if (mpi.rank != 0) return actor_rank(mpi, c, common->dataset, common->net_config, weights, start[0]);
+    const std::vector<std::string> evaluation = eval_files(c, common->dataset);
+    RankZero zero{mpi,      c,        files,    evaluation, *common->env, common->net_config,
+                  *learner, *replay,  *metrics, demos,      counters,     resumed};
+    return zero.run();
+}
+
+}  // namespace looptune
