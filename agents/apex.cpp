@@ -135,6 +135,7 @@ TrainSummary train_apex(const TrainConfig &c) {
     std::mutex learner_mutex;
 
     const int64_t start_steps = shared.env_steps, updates_at_start = learner.updates;
+    if (shared.env_steps >= c.steps) shared.stop = true;  // a finished run resumed: nothing to do
     std::atomic<double> last_loss{0};
     std::thread learner_thread([&] {
         try {
@@ -237,7 +238,7 @@ TrainSummary train_apex(const TrainConfig &c) {
                                    steps, c.steps, c.actors, shared.episodes.load(), reward, speedup,
                                    last_loss.load(), learner.updates,
                                    last_eval < 0 ? std::string("-") : fmt::format("{:.2f}x", last_eval), rate,
-                                   format_duration((c.steps - steps) / std::max(rate, 1e-9))));
+                                   steps > start_steps && elapsed() > 5 ? format_duration((c.steps - steps) / rate) : std::string("?")));
         }
         if (last) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));

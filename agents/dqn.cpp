@@ -118,7 +118,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
                                    env_steps, c.steps, episodes, epsilon, episode_reward.mean(),
                                    episode_speedup.mean(), loss_mean.mean(),
                                    last_eval < 0 ? std::string("-") : fmt::format("{:.2f}x", last_eval), rate,
-                                   format_duration((c.steps - env_steps) / std::max(rate, 1e-9))));
+                                   env_steps > start_steps && elapsed() > 5 ? format_duration((c.steps - env_steps) / rate) : std::string("?")));
         }
     }
     summary.env_steps = env_steps;

@@ -63,6 +63,9 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--split-seed", c.split_seed, "Seed of the train/test split")->capture_default_str();
     cmd->add_option("--warmstart", c.warmstart, "Trace CSV from `looptool search --trace` to pre-train on");
     cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")->capture_default_str();
+    cmd->add_option("--warmstart-min-speedup", c.warmstart_min_speedup,
+                    "Imitate only each benchmark's best trace, and only if it reaches this speedup")
+        ->capture_default_str();
     cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")->capture_default_str();
     cmd->add_option("--space", c.action_space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")->capture_default_str();

@@ -141,16 +141,14 @@ private:
 
 /// A non-empty file that does not start with SQLite's magic string is rejected before SQLite
 /// sees it, for a clearer message than "file is not a database".
-void check_sqlite_header(const std::string &path) {
+// No raw open() of the database file here: closing any descriptor of a SQLite file drops
+// every POSIX lock this process holds on it, so another process could then checkpoint and
+// delete the WAL under a live connection (it did: a training run's store was corrupted when
+// a search process sharing it exited). Foreign files are recognised through SQLite instead.
+void check_not_directory(const std::string &path) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         throw Error(fmt::format("{}: is a directory, not a measurement store", path));
-    if (!std::filesystem::exists(path, ec) || std::filesystem::file_size(path, ec) == 0) return;
-    std::ifstream in(path, std::ios::binary);
-    char magic[16] = {};
-    in.read(magic, sizeof magic);
-    if (in.gcount() != sizeof magic || std::string_view(magic, 16) != std::string_view("SQLite format 3\0", 16))
-        throw Error(fmt::format("{}: not a SQLite database, so not a looptune measurement store", path));
 }
 
 int64_t now_unix() {
@@ -195,13 +193,18 @@ const std::string &MeasurementStore::path() const { return impl_->conn.path; }
 std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path, bool create) {
     if (!create && !std::filesystem::exists(path))
         throw Error(fmt::format("{}: no such measurement store", path));
-    check_sqlite_header(path);
+    check_not_directory(path);
     auto impl = std::make_unique<Impl>(path, create);
     Connection &c = impl->conn;
 
-    // Reading the schema is the first access to the file: it fails here for a damaged header
-    // or schema page. WAL must be set outside a transaction; it persists in the file.
-    c.exec("PRAGMA journal_mode=WAL", "cannot read as a SQLite database (corrupt?)");
+    // Reading the schema is the first access to the file: it fails here for a foreign file, a
+    // damaged header or schema page. WAL must be set outside a transaction; it persists.
+    if (sqlite3_exec(c.db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+        const int rc = sqlite3_errcode(c.db);
+        if (rc == SQLITE_NOTADB)
+            throw Error(fmt::format("{}: not a SQLite database, so not a looptune measurement store", path));
+        throw Error(fmt::format("{}: cannot read as a SQLite database (corrupt?): {}", path, sqlite3_errmsg(c.db)));
+    }
     // FULL: a committed transaction survives a power loss, not just a process crash. A
     // measurement takes milliseconds, an fsync far less.
     c.exec("PRAGMA synchronous=FULL", "set synchronous");

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <list>
 #include <unordered_map>
 
 #include "looptool/error.h"
@@ -71,7 +72,15 @@ struct Jit::Impl {
     std::unique_ptr<llvm::orc::LLJIT> lljit;
     std::unique_ptr<llvm::TargetMachine> tm;  // the optimiser's cost model, same host/CPU
     std::string cpu, features, pipeline;
-    std::unordered_map<std::string, KernelFn> cache;
+    // LRU cache: the front of `lru` is the most recently used; each kernel has its own
+    // resource tracker so evicting it frees its code and mappings.
+    struct Entry {
+        KernelFn fn;
+        llvm::orc::ResourceTrackerSP tracker;
+        std::list<std::string>::iterator lru_pos;
+    };
+    std::unordered_map<std::string, Entry> cache;
+    std::list<std::string> lru;
     int next_id = 0;
     bool timing = false;     // LOOPTOOL_JIT_TIMING: per-phase times to stderr
     double last_opt_ms = 0;  // time of the IR pipeline in the last compile
@@ -165,7 +174,10 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
 
 Kernel Jit::compile(const Program &p) {
     const std::string key = schedule_key(p);
-    if (auto it = impl_->cache.find(key); it != impl_->cache.end()) return {it->second, 0, true};
+    if (auto it = impl_->cache.find(key); it != impl_->cache.end()) {
+        impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second.lru_pos);
+        return {it->second.fn, 0, true};
+    }
 
     const auto t0 = std::chrono::steady_clock::now();
     // Every kernel has its own function name in the main JITDylib.
@@ -177,7 +189,8 @@ Kernel Jit::compile(const Program &p) {
     llvm::orc::LLJIT &jit = *impl_->lljit;
     m->setDataLayout(jit.getDataLayout());
     m->setTargetTriple(jit.getTargetTriple().str());
-    check(jit.addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))),
+    llvm::orc::ResourceTrackerSP tracker = jit.getMainJITDylib().createResourceTracker();
+    check(jit.addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))),
           "adding the module");
     auto addr = check(jit.lookup(name), "compiling the kernel");
     auto fn = addr.toPtr<KernelFn>();
@@ -188,7 +201,14 @@ Kernel Jit::compile(const Program &p) {
         std::cerr << fmt::format("jit {}: lower {:.2f} ms, IR passes {:.2f} ms, codegen+link {:.2f} ms\n",
                                  name, lower_ms, impl_->last_opt_ms, ms - lower_ms - impl_->last_opt_ms);
     }
-    impl_->cache.emplace(key, fn);
+    while (!impl_->lru.empty() && impl_->cache.size() >= std::max<size_t>(1, impl_->options.max_cached_kernels)) {
+        auto victim = impl_->cache.find(impl_->lru.back());
+        check(victim->second.tracker->remove(), "freeing a cached kernel");
+        impl_->cache.erase(victim);
+        impl_->lru.pop_back();
+    }
+    impl_->lru.push_front(key);
+    impl_->cache.emplace(key, Impl::Entry{fn, std::move(tracker), impl_->lru.begin()});
     return {fn, ms, false};
 }
 

@@ -28,6 +28,10 @@ struct JitOptions {
     bool optimize_ir = true;
     /// Lowering choices (copy elision, the static-expansion budget).
     LowerOptions lower;
+    /// Compiled kernels kept at most; past it the least recently used one is freed. Every
+    /// kernel holds a few memory mappings, and a long training run compiles tens of
+    /// thousands: unbounded, it ran out of mappings (ENOMEM) after ~30,000 kernels.
+    size_t max_cached_kernels = 4096;
 };
 
 struct Kernel {
@@ -48,6 +52,8 @@ public:
 
     /// The kernel for p's schedule, compiled on first use and cached by schedule_key(p)
     /// (the cursor is not part of the key). Throws Error on a lowering or LLVM failure.
+    /// The function stays valid until max_cached_kernels other kernels have been compiled
+    /// or looked up since (then it may be freed): call it right away, do not keep it.
     Kernel compile(const Program &p);
     /// The LLVM IR the lowering produces for p (before optimisation), for inspection.
     std::string llvm_ir(const Program &p);

@@ -268,3 +268,22 @@ TEST(Jit, RandomSchedulesMatchTheReference) {
     EXPECT_EQ(failures, 0) << "of " << total;
     EXPECT_GE(total, 300);
 }
+
+TEST(Jit, CacheIsBoundedAndEvictsTheLeastRecentlyUsed) {
+    JitOptions options;
+    options.max_cached_kernels = 3;
+    auto jit = Jit::create(options);
+    Program base = matmul_program(16, 24, 8);
+    std::vector<Program> programs{base, apply_all(base, "split_2"), apply_all(base, "split_4"),
+                                  apply_all(base, "split_8"), apply_all(base, "down, split_2")};
+    for (int i = 0; i < 3; ++i) EXPECT_FALSE(jit->compile(programs[i]).cached);
+    EXPECT_TRUE(jit->compile(programs[0]).cached);  // now the most recently used
+    EXPECT_FALSE(jit->compile(programs[3]).cached);  // evicts programs[1], the least recent
+    EXPECT_EQ(jit->cache_size(), 3u);
+    EXPECT_TRUE(jit->compile(programs[0]).cached);
+    EXPECT_TRUE(jit->compile(programs[2]).cached);
+    EXPECT_FALSE(jit->compile(programs[1]).cached);  // was freed: compiled again
+    // Evicted and recompiled kernels still compute the right thing.
+    for (const Program &p : programs) EXPECT_TRUE(matches_reference(*jit, p));
+    EXPECT_EQ(jit->cache_size(), 3u);
+}

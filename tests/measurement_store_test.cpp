@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,6 +59,41 @@ protected:
 
     fs::path dir_;
 };
+
+TEST_F(MeasurementStoreTest, TwoStoresInOneProcessKeepTheirLocksWhenAnotherProcessExits) {
+    // The situation in which a store shared by a DQN run (two environments, so two stores in
+    // one process) and search processes that came and went was corrupted. open() used to read
+    // the header through its own descriptor, and closing a descriptor drops every POSIX lock
+    // the process holds on the file (SQLite's "how to corrupt" guide, 2.2); it no longer does.
+    // This test did not reproduce that corruption with the old code: it guards the scenario.
+    const std::string p = path("shared.sqlite");
+    auto first = MeasurementStore::open(p);
+    first->put("mm", "s1", "m", {1.0, 3, 0.01, 0});
+    auto second = MeasurementStore::open(p);  // a second environment in the same process
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        int code = 0;
+        try {
+            auto s = MeasurementStore::open(p);
+            s->put("mm", "s2", "m", {2.0, 3, 0.01, 0});
+        } catch (...) {
+            code = 1;
+        }
+        _exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    first->put("mm", "s3", "m", {3.0, 3, 0.01, 0});
+    second->put("mm", "s4", "m", {4.0, 3, 0.01, 0});
+    EXPECT_TRUE(fs::exists(p + "-wal"));  // still in use by this process
+    first.reset();
+    second.reset();
+    auto reopened = MeasurementStore::open(p);
+    for (const char *s : {"s1", "s2", "s3", "s4"}) EXPECT_TRUE(reopened->lookup("mm", s, "m").has_value()) << s;
+    EXPECT_TRUE(reopened->check().empty());
+}
 
 TEST_F(MeasurementStoreTest, RoundTripAcrossReopen) {
     const std::string p = path("s.db");
