@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <strings.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -23,9 +25,17 @@ char *(*g_config)() = nullptr;
 
 void load_openblas(const std::string &coretype) {
     if (g_sgemm) return;
-    if (dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD))
-        throw looptool::Error("OpenBLAS was loaded before load_openblas(): its core type is "
-                              "already fixed");
+    if (void *loaded = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD)) {
+        // Something linked it (LibTorch does): usable only if it started with the core type
+        // wanted, i.e. OPENBLAS_CORETYPE was in the environment when the process started.
+        auto corename = reinterpret_cast<char *(*)()>(dlsym(loaded, "openblas_get_corename"));
+        const std::string core = corename ? corename() : "unknown";
+        if (strcasecmp(core.c_str(), coretype.c_str()) != 0)
+            throw looptool::Error(fmt::format(
+                "OpenBLAS was loaded at start-up with core type {}, not {}: start the process with "
+                "OPENBLAS_CORETYPE={} OPENBLAS_NUM_THREADS=1",
+                core, coretype, coretype));
+    }
     setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);

@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <map>
 
@@ -24,8 +27,28 @@ std::vector<std::string> split_list(const std::string &text) {
 }
 }  // namespace looptool::cli
 
+// LibTorch links OpenBLAS, so it is loaded (and reads OPENBLAS_CORETYPE, set to Haswell on
+// some machines) before main() runs. `compare` measures OpenBLAS with its AVX-512 kernels on
+// one thread: it restarts itself once with that environment.
+static void restart_for_openblas(int argc, char **argv) {
+    bool compare = false;
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "compare") compare = true;
+    const char *core = std::getenv("OPENBLAS_CORETYPE");
+    const char *threads = std::getenv("OPENBLAS_NUM_THREADS");
+    if (!compare || std::getenv("LOOPTUNE_NO_RESTART") ||
+        (core && std::string(core) == "SkylakeX" && threads && std::string(threads) == "1"))
+        return;
+    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    setenv("LOOPTUNE_NO_RESTART", "1", 1);  // never loop
+    execv("/proc/self/exe", argv);
+    // exec failed: carry on; compare then reports the core type it found.
+}
+
 int main(int argc, char **argv) {
     using namespace looptool::cli;
+    restart_for_openblas(argc, argv);
     CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};
     app.require_subcommand(1);
     std::map<std::string, Run> runs;
