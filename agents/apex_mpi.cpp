@@ -177,6 +177,26 @@ bool try_receive(int source, int *from, int *tag, std::vector<char> *bytes) {
     return true;
 }
 
+/// How long each peer has been silent, counting only time this rank spent listening: a process
+/// that was itself stopped or starved for a while does not blame the others for its own gap.
+class SilenceClock {
+public:
+    explicit SilenceClock(int peers) : last_heard_(peers, now()), last_poll_(now()) {}
+    /// Call at every poll, before receiving.
+    void poll() {
+        const double t = now(), away = t - last_poll_;
+        if (away > 1.0)
+            for (double &h : last_heard_) h += away;
+        last_poll_ = t;
+    }
+    void heard(int peer) { last_heard_[peer] = now(); }
+    double silent(int peer) const { return now() - last_heard_[peer]; }
+
+private:
+    std::vector<double> last_heard_;
+    double last_poll_;
+};
+
 /// Every parameter and buffer of `net`, in registration order, as one vector.
 std::vector<float> flat_weights(const QNet &net) {
     torch::NoGradGuard no_grad;
@@ -334,7 +354,8 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
 
     Outgoing out;
     int64_t reported = 0;
-    double last_status = 0, last_from_root = now();
+    double last_status = 0;
+    SilenceClock root(1);
     bool failure_sent = false;
     auto send_status = [&] {
         ActorStatus s;
@@ -352,8 +373,9 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
         for (bool stop = false; !stop;) {
             int from = 0, tag = 0;
             std::vector<char> bytes;
+            root.poll();
             while (!stop && try_receive(0, &from, &tag, &bytes)) {
-                last_from_root = now();
+                root.heard(0);
                 if (tag == kWeights) {
                     int64_t version = 0;
                     std::vector<float> w = decode_weights(bytes, &version);
@@ -391,11 +413,11 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
             const double t = now();
             if (t - last_status >= kHeartbeatSeconds || side.env_steps != reported)
                 send_status();
-            if (t - last_from_root > c.mpi_timeout) {
+            if (root.silent(0) > c.mpi_timeout) {
                 side.stop = true;
                 abort_job(fmt::format("rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
                                       "Rerun with --resume to continue from the last checkpoint",
-                                      mpi.rank, t - last_from_root));
+                                      mpi.rank, root.silent(0)));
             }
             std::this_thread::sleep_for(kPoll);
         }
@@ -448,7 +470,6 @@ struct Published {
 };
 
 struct PeerState {
-    double last_heard = 0;
     bool bye = false;
     int64_t env_steps = 0, granted = 0;  // in this run
 };
@@ -547,7 +568,7 @@ TrainSummary RankZero::run() {
     };
 
     std::vector<PeerState> peers(mpi.size);
-    for (PeerState &p : peers) p.last_heard = now();
+    SilenceClock silence(mpi.size);
     int64_t ungranted = std::max<int64_t>(0, c.steps - start_steps);
     Outgoing out;
     SigtermFlag sigterm;
@@ -576,8 +597,9 @@ TrainSummary RankZero::run() {
         std::vector<char> bytes;
         std::vector<Transition> ts;
         std::vector<float> priorities;
+        silence.poll();
         for (int n = 0; n < 1024 && try_receive(MPI_ANY_SOURCE, &from, &tag, &bytes); ++n) {
-            peers[from].last_heard = now();
+            silence.heard(from);
             if (tag == kTransitions) {
                 decode_transitions(bytes, &ts, &priorities);
                 for (size_t i = 0; i < ts.size(); ++i) replay.add(std::move(ts[i]), priorities[i]);
@@ -599,9 +621,9 @@ TrainSummary RankZero::run() {
         out.progress();
         if (sigterm.raised()) give_up("rank 0 got SIGTERM (from mpirun when another rank died, or from Slurm)", true);
         for (int r = 1; r < mpi.size; ++r)
-            if (!peers[r].bye && now() - peers[r].last_heard > c.mpi_timeout)
+            if (!peers[r].bye && silence.silent(r) > c.mpi_timeout)
                 give_up(fmt::format("rank {} has been silent for {:.0f} s (dead or hung?); aborting the job", r,
-                                    now() - peers[r].last_heard),
+                                    silence.silent(r)),
                         false);
     };
 
