@@ -801,11 +801,11 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     TrainSummary quiet;
     quiet.primary = false;
 
-    // 1. Rank 0 claims the run directory; the store inside it must exist before others open it.
+    // 1. Rank 0 claims the run directory (which holds the default store).
     RunFiles files;
     std::string error;
+    const std::vector<std::string> hosts = host_names();
     try {
-        const std::vector<std::string> hosts = host_names();
         if (c.store_path.empty() && std::any_of(hosts.begin(), hosts.end(), [&](auto &h) { return h != hosts[0]; }))
             throw looptool::Error("--distributed mpi over several hosts needs --store with a node-local path (the "
                                   "same on every node, e.g. /tmp/looptune_store.sqlite): SQLite's WAL store cannot "
@@ -816,9 +816,19 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     }
     if (fail_together(error)) return quiet;
 
-    // 2. Every rank: dataset, environment, network shape; rank 0 also the learner and replay,
-    // the checkpoint when resuming, and the warm start.
+    // 2. The first rank on each host opens (and may create) the store before the others: several
+    // processes creating one SQLite file at once can fail with "database is locked".
     std::optional<Common> common;
+    const bool first_on_host = std::find(hosts.begin(), hosts.end(), hosts[mpi.rank]) - hosts.begin() == mpi.rank;
+    try {
+        if (first_on_host) common = common_setup(c);
+    } catch (const std::exception &e) {
+        error = e.what();
+    }
+    if (fail_together(error)) return quiet;
+
+    // 3. Every rank: dataset, environment, network shape; rank 0 also the learner and replay,
+    // the checkpoint when resuming, and the warm start.
     std::unique_ptr<Learner> learner;
     std::unique_ptr<PrioritizedReplay> replay;
     std::unique_ptr<MetricsLog> metrics;
@@ -827,7 +837,7 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     bool resumed = false;
     std::vector<float> weights;
     try {
-        common = common_setup(c);
+        if (!common) common = common_setup(c);
         if (mpi.rank == 0) {
             learner = std::make_unique<Learner>(c, common->net_config);
             replay = std::make_unique<PrioritizedReplay>(c.replay_capacity, c.per_alpha, c.seed);
@@ -850,7 +860,7 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     }
     if (fail_together(error)) return quiet;
 
-    // 3. Rank 0's starting point (step count and weights) to everyone.
+    // 4. Rank 0's starting point (step count and weights) to everyone.
     int64_t start[2] = {counters["env_steps"].get<int64_t>(), static_cast<int64_t>(weights.size())};
     lazy_bcast(start, 2, MPI_INT64_T, 0);
     if (start[1] != static_cast<int64_t>(weights.size()))
