@@ -42,18 +42,27 @@ static std::vector<const RlState *> states_of(const std::vector<Transition> &ts,
     return out;
 }
 
+/// The action [B, 1], reward [B] and discount [B] columns of a batch of transitions.
+struct BatchColumns {
+    torch::Tensor actions, rewards, discounts;
+    BatchColumns(const std::vector<Transition> &ts, torch::Device device) {
+        std::vector<int64_t> a;
+        std::vector<float> r, d;
+        for (const Transition &t : ts) {
+            a.push_back(t.action);
+            r.push_back(t.reward);
+            d.push_back(t.discount);
+        }
+        actions = torch::tensor(a).to(device).unsqueeze(1);
+        rewards = torch::tensor(r).to(device);
+        discounts = torch::tensor(d).to(device);
+    }
+};
+
 float Learner::update(const ReplaySample &batch, std::vector<float> *priorities, const std::vector<Demo> *demos) {
     const auto &ts = batch.items;
     const int64_t B = static_cast<int64_t>(ts.size());
-    std::vector<int64_t> actions;
-    std::vector<float> rewards, discounts;
-    for (const Transition &t : ts) {
-        actions.push_back(t.action);
-        rewards.push_back(t.reward);
-        discounts.push_back(t.discount);
-    }
-    auto vec = [&](std::vector<float> v) { return torch::tensor(v).to(device_); };
-    torch::Tensor a = torch::tensor(actions).to(device_).unsqueeze(1);
+    const BatchColumns cols(ts, device_);
     torch::Tensor target_q;
     {
         // Double Q: the online network picks the next action among the legal ones, the target
@@ -63,11 +72,11 @@ float Learner::update(const ReplaySample &batch, std::vector<float> *priorities,
         torch::Tensor next_mask = mask_tensor(next, device_);
         torch::Tensor best = masked(online->forward(next), next_mask).argmax(1, true);
         torch::Tensor q_next = target->forward(next).gather(1, best).squeeze(1);
-        target_q = vec(rewards) + vec(discounts) * q_next;
+        target_q = cols.rewards + cols.discounts * q_next;
     }
-    torch::Tensor q = online->forward(states_of(ts, false)).gather(1, a).squeeze(1);
+    torch::Tensor q = online->forward(states_of(ts, false)).gather(1, cols.actions).squeeze(1);
     torch::Tensor td = q - target_q;
-    torch::Tensor loss = (vec(batch.weights) * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
+    torch::Tensor loss = (torch::tensor(batch.weights).to(device_) * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
 
     if (demos && !demos->empty()) {
         // DQfD's large-margin loss: the demonstrated action must beat every other legal one by
@@ -108,15 +117,9 @@ std::vector<float> Learner::td_errors(QNet &net, const std::vector<Transition> &
     torch::Device device = net->parameters().front().device();
     auto next = states_of(ts, true);
     torch::Tensor qn = masked(net->forward(next), mask_tensor(next, device)).amax(1);
-    std::vector<int64_t> actions;
-    std::vector<float> rewards, discounts;
-    for (const Transition &t : ts) {
-        actions.push_back(t.action);
-        rewards.push_back(t.reward);
-        discounts.push_back(t.discount);
-    }
-    torch::Tensor q = net->forward(states_of(ts, false)).gather(1, torch::tensor(actions).to(device).unsqueeze(1)).squeeze(1);
-    torch::Tensor target = torch::tensor(rewards).to(device) + torch::tensor(discounts).to(device) * qn;
+    const BatchColumns cols(ts, device);
+    torch::Tensor q = net->forward(states_of(ts, false)).gather(1, cols.actions).squeeze(1);
+    torch::Tensor target = cols.rewards + cols.discounts * qn;
     torch::Tensor p = ((q - target).abs() + 1e-3).to(torch::kCPU).contiguous();
     return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
 }
