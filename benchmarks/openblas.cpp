@@ -35,6 +35,8 @@ void load_openblas(const std::string &coretype) {
                 "OpenBLAS was loaded at start-up with core type {}, not {}: start the process with "
                 "OPENBLAS_CORETYPE={} OPENBLAS_NUM_THREADS=1",
                 core, coretype, coretype));
+        if (auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(loaded, "openblas_set_num_threads")))
+            set_threads(1);
     }
     setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
     setenv("OPENBLAS_NUM_THREADS", "1", 1);
