@@ -12,8 +12,8 @@
 // tag, so the messages from one rank are received in the order they were sent.
 //   actor rank -> 0  Transitions  16 n-step transitions with the actor's initial priorities
 //                    Status       env steps and episodes since the last one: after new steps
-//                                 (so the run overshoots its steps by little), and at least
-//                                 every half second, so it is also the heartbeat
+//                                 (so rank 0's count and its grants stay current), and at
+//                                 least every half second, so it is also the heartbeat
 //                    Failed       an actor thread's error; the rank then waits for Stop
 //                    Bye          after Stop: the rank's last message
 //   0 -> actor rank  Weights      every weight_sync updates (a rank still receiving the previous
@@ -329,6 +329,7 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
     set_flat_weights(side.net, weights);
     const int num_actors = (mpi.size - 1) * c.actors;
     std::vector<std::thread> threads;
+    std::atomic<int> running{c.actors};
     for (int t = 0; t < c.actors; ++t) {
         const int id = (mpi.rank - 1) * c.actors + t;
         threads.emplace_back([&, id] {
@@ -340,17 +341,9 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
                 side.stop = true;
                 side.room.notify_all();
             }
+            --running;
         });
     }
-    auto stop_threads = [&] {
-        {
-            std::lock_guard<std::mutex> g(side.mutex);
-            side.stop = true;
-        }
-        side.room.notify_all();
-        for (std::thread &t : threads)
-            if (t.joinable()) t.join();
-    };
 
     Outgoing out;
     int64_t reported = 0;
@@ -426,8 +419,19 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
         // checkpoints on the SIGTERM that follows).
         abort_job(fmt::format("rank {}: {}", mpi.rank, e.what()));
     }
-    // Stop: the actors finish their step, the last steps are reported, then Bye.
-    stop_threads();
+    // Stop: the actors finish their step (one can take long: a big kernel to compile and time)
+    // while this thread goes on with the heartbeat; then the last steps, then Bye.
+    {
+        std::lock_guard<std::mutex> g(side.mutex);
+        side.stop = true;
+    }
+    side.room.notify_all();
+    while (running > 0) {
+        out.progress();
+        if (now() - last_status >= kHeartbeatSeconds) send_status();
+        std::this_thread::sleep_for(kPoll);
+    }
+    for (std::thread &t : threads) t.join();
     send_status();
     out.send(0, kBye, encode_text(""));
     if (!out.drain(c.mpi_timeout))
