@@ -498,7 +498,7 @@ struct RankZero {
 TrainSummary RankZero::run() {
     const bool graph = c.encoder == "gnn";
     std::atomic<int64_t> env_steps{counters["env_steps"].get<int64_t>()};
-    int64_t episodes = counters["episodes"].get<int64_t>();
+    std::atomic<int64_t> episodes{counters["episodes"].get<int64_t>()};
     const double seconds_before = counters["seconds"];
     const int64_t start_steps = env_steps, updates_at_start = learner.updates;
     const int num_actors = (mpi.size - 1) * c.actors;
@@ -550,7 +550,9 @@ TrainSummary RankZero::run() {
     auto elapsed = [&] { return now() - t0; };
     auto checkpoint = [&] {
         std::lock_guard<std::mutex> g(learner_mutex);
-        counters = {{"env_steps", env_steps.load()}, {"episodes", episodes}, {"seconds", seconds_before + elapsed()}};
+        counters = {{"env_steps", env_steps.load()},
+                    {"episodes", episodes.load()},
+                    {"seconds", seconds_before + elapsed()}};
         learner.save_checkpoint(files.checkpoint, counters);
         learner.save_policy(files.policy, {{"trainer", "apex"}, {"distributed", "mpi"}, {"ranks", mpi.size},
                                            {"actors", num_actors}, {"seed", c.seed}, {"env_steps", env_steps.load()},
@@ -575,13 +577,17 @@ TrainSummary RankZero::run() {
     SilenceClock silence(mpi.size);
     int64_t ungranted = std::max<int64_t>(0, c.steps - start_steps);
     Outgoing out;
-    SigtermFlag sigterm;
     std::string error;  // an actor rank's failure, or the evaluation's
-    // An actor rank silent too long, or SIGTERM: save what the learner has and end the job.
-    auto give_up = [&](const std::string &why, bool sigterm_exit) {
-        stop_learner();
+    // Before the job ends abnormally: a checkpoint of what the learner has (unless it failed),
+    // and how to go on.
+    auto save_for_resume = [&](const std::string &why) {
         std::string saved = "the last checkpoint in " + c.out_dir + " is intact";
-        if (learner_error.empty()) {
+        bool learner_ok;
+        {
+            std::lock_guard<std::mutex> g(error_mutex);
+            learner_ok = learner_error.empty();
+        }
+        if (learner_ok) {
             try {
                 checkpoint();
                 saved = fmt::format("checkpoint at step {} written to {}", env_steps.load(), files.checkpoint);
@@ -589,13 +595,38 @@ TrainSummary RankZero::run() {
                 saved += fmt::format(" (a new one could not be written: {})", e.what());
             }
         }
-        const std::string message = fmt::format(
-            "{}; {}: rerun the same command with --resume to continue", why, saved);
-        if (!sigterm_exit) abort_job(message);
-        fmt::print(stderr, "error: {}\n", message);
-        std::fflush(stderr);
-        std::_Exit(128 + SIGTERM);
+        return fmt::format("{}; {}: rerun the same command with --resume to continue", why, saved);
     };
+    // An actor rank silent too long: stop learning, save, end the job.
+    auto give_up = [&](const std::string &why) {
+        stop_learner();
+        abort_job(save_for_resume(why));
+    };
+    // SIGTERM (mpirun ending the job because another rank died, or Slurm): mpirun sends SIGKILL
+    // a second later, and the main thread may be stuck in MPI after a failed read from the dead
+    // rank, so a thread of its own saves and exits.
+    SigtermFlag sigterm;
+    std::atomic<bool> run_over{false};
+    std::thread sigterm_watch([&] {
+        while (!run_over) {
+            if (sigterm.raised()) {
+                const std::string message =
+                    save_for_resume("rank 0 got SIGTERM (from mpirun when another rank died, or from Slurm)");
+                fmt::print(stderr, "error: {}\n", message);
+                std::fflush(stderr);
+                std::_Exit(128 + SIGTERM);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    });
+    struct JoinAtExit {
+        std::atomic<bool> &over;
+        std::thread &thread;
+        ~JoinAtExit() {
+            over = true;
+            thread.join();
+        }
+    } join_sigterm_watch{run_over, sigterm_watch};
     auto receive_all = [&] {
         int from = 0, tag = 0;
         std::vector<char> bytes;
@@ -623,12 +654,10 @@ TrainSummary RankZero::run() {
             }
         }
         out.progress();
-        if (sigterm.raised()) give_up("rank 0 got SIGTERM (from mpirun when another rank died, or from Slurm)", true);
         for (int r = 1; r < mpi.size; ++r)
             if (!peers[r].bye && silence.silent(r) > c.mpi_timeout)
                 give_up(fmt::format("rank {} has been silent for {:.0f} s (dead or hung?); aborting the job", r,
-                                    silence.silent(r)),
-                        false);
+                                    silence.silent(r)));
     };
 
     int64_t next_checkpoint = (env_steps / c.checkpoint_every + 1) * c.checkpoint_every;
@@ -636,7 +665,7 @@ TrainSummary RankZero::run() {
     int64_t next_row = env_steps + 250, sent_version = 0;
     double last_eval = -1, last_print = -10, last_heartbeat = 0;
     auto metrics_row = [&](double eval) {
-        metrics.write({seconds_before + elapsed(), env_steps.load(), episodes, learner.updates, c.apex_eps,
+        metrics.write({seconds_before + elapsed(), env_steps.load(), episodes.load(), learner.updates, c.apex_eps,
                        episode_reward.mean(), episode_speedup.mean(), last_loss.load(), eval});
     };
     auto print_progress = [&](const char *state) {
@@ -644,7 +673,7 @@ TrainSummary RankZero::run() {
         const double rate = (steps - start_steps) / std::max(elapsed(), 1e-9);
         c.progress(fmt::format("[{}/{}] {} actor ranks x {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss "
                                "{:.4f} | {} updates | eval {} | {:.1f} steps/s | {}",
-                               steps, c.steps, mpi.size - 1, c.actors, episodes, episode_reward.mean(),
+                               steps, c.steps, mpi.size - 1, c.actors, episodes.load(), episode_reward.mean(),
                                episode_speedup.mean(), last_loss.load(), learner.updates,
                                last_eval < 0 ? std::string("-") : fmt::format("{:.2f}x", last_eval), rate,
                                state[0]       ? std::string(state)
