@@ -23,33 +23,29 @@
 //                                 in total (so the run takes exactly --steps); also sent every
 //                                 half second as the heartbeat
 //                    Stop         the last message: total steps reached, time out, or an error
-// Only each rank's main thread calls MPI (MPI_THREAD_FUNNELED); actor and learner threads talk
-// to it through queues. Waits poll with short sleeps instead of spinning in MPI, since ranks
+// Only each rank's main thread calls MPI (MPI_THREAD_FUNNELED; the MPI plumbing is in
+// agents/mpi_comm.h); actor and learner threads talk to it through queues. Waits poll with short sleeps instead of spinning in MPI, since ranks
 // share cores. A rank silent for config.mpi_timeout seconds ends the run: rank 0 writes a
 // checkpoint, says how to resume and aborts the job; SIGTERM on rank 0 (what mpirun sends when
 // another rank dies, and what Slurm sends at a time limit) does the same. docs/distributed.md
 // ("MPI") has what OpenMPI does when a rank dies.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
-#include <list>
 #include <optional>
 #include <thread>
 
 #include "agents/learner.h"
+#include "agents/mpi_comm.h"
 #include "agents/mpi_transport.h"
 #include "looptool/error.h"
 
@@ -70,132 +66,6 @@ constexpr auto kPoll = std::chrono::milliseconds(2);
 double now() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-/// MPI_Init_thread ... MPI_Finalize, for one training run per process.
-class MpiSession {
-public:
-    MpiSession() {
-        int finalized = 0, initialized = 0;
-        MPI_Finalized(&finalized);
-        MPI_Initialized(&initialized);
-        if (finalized || initialized)
-            throw looptool::Error("--distributed mpi: MPI was already used in this process (one run per process)");
-        int provided = 0;
-        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
-        if (provided < MPI_THREAD_FUNNELED) {
-            MPI_Finalize();
-            throw looptool::Error("--distributed mpi: this MPI library does not provide MPI_THREAD_FUNNELED");
-        }
-    }
-    ~MpiSession() { MPI_Finalize(); }
-    MpiSession(const MpiSession &) = delete;
-    MpiSession &operator=(const MpiSession &) = delete;
-    int rank = 0, size = 1;
-};
-
-/// Completes `request` while sleeping between tests (blocking MPI waits spin a core).
-void lazy_wait(MPI_Request *request) {
-    for (;;) {
-        int done = 0;
-        MPI_Test(request, &done, MPI_STATUS_IGNORE);
-        if (done) return;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-}
-
-void lazy_bcast(void *data, int count, MPI_Datatype type, int root) {
-    MPI_Request r;
-    MPI_Ibcast(data, count, type, root, MPI_COMM_WORLD, &r);
-    lazy_wait(&r);
-}
-
-/// Every rank learns the lowest-ranked non-empty `mine` ("rank R: ..." when R > 0), or "".
-std::string first_error(const MpiSession &mpi, const std::string &mine) {
-    int candidate = mine.empty() ? INT_MAX : mpi.rank, failed = INT_MAX;
-    MPI_Request r;
-    MPI_Iallreduce(&candidate, &failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &r);
-    lazy_wait(&r);
-    if (failed == INT_MAX) return "";
-    int length = failed == mpi.rank ? static_cast<int>(mine.size()) : 0;
-    lazy_bcast(&length, 1, MPI_INT, failed);
-    std::string text = failed == mpi.rank ? mine : std::string(length, ' ');
-    lazy_bcast(text.data(), length, MPI_CHAR, failed);
-    return failed == 0 ? text : fmt::format("rank {}: {}", failed, text);
-}
-
-/// Non-blocking sends; each buffer lives until its send completes.
-class Outgoing {
-public:
-    void send(int dest, int tag, std::vector<char> bytes) {
-        sends_.push_back({dest, tag, std::move(bytes), MPI_REQUEST_NULL});
-        Send &s = sends_.back();
-        MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &s.request);
-    }
-    void progress() {
-        for (auto it = sends_.begin(); it != sends_.end();) {
-            int done = 0;
-            MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-            it = done ? sends_.erase(it) : std::next(it);
-        }
-    }
-    size_t pending(int dest, int tag) const {
-        size_t n = 0;
-        for (const Send &s : sends_) n += s.dest == dest && s.tag == tag;
-        return n;
-    }
-    /// false when sends are still pending after `seconds`.
-    bool drain(double seconds) {
-        const double until = now() + seconds;
-        for (progress(); !sends_.empty() && now() < until; progress()) std::this_thread::sleep_for(kPoll);
-        return sends_.empty();
-    }
-
-private:
-    struct Send {
-        int dest, tag;
-        std::vector<char> bytes;
-        MPI_Request request;
-    };
-    std::list<Send> sends_;
-};
-
-/// The next message waiting from `source` (or MPI_ANY_SOURCE), any tag; false when none is.
-bool try_receive(int source, int *from, int *tag, std::vector<char> *bytes) {
-    int found = 0;
-    MPI_Message message;
-    MPI_Status status;
-    MPI_Improbe(source, MPI_ANY_TAG, MPI_COMM_WORLD, &found, &message, &status);
-    if (!found) return false;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    bytes->resize(count);
-    MPI_Mrecv(bytes->data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE);
-    *from = status.MPI_SOURCE;
-    *tag = status.MPI_TAG;
-    return true;
-}
-
-/// How long each peer has been silent, counting only time this rank spent listening: a process
-/// that was itself stopped or starved for a while does not blame the others for its own gap.
-class SilenceClock {
-public:
-    explicit SilenceClock(int peers) : last_heard_(peers, now()), last_poll_(now()) {}
-    /// Call at every poll, before receiving.
-    void poll() {
-        const double t = now(), away = t - last_poll_;
-        if (away > 1.0)
-            for (double &h : last_heard_) h += away;
-        last_poll_ = t;
-    }
-    void heard(int peer) { last_heard_[peer] = now(); }
-    double silent(int peer) const { return now() - last_heard_[peer]; }
-
-private:
-    std::vector<double> last_heard_;
-    double last_poll_;
-};
 
 /// Every parameter and buffer of `net`, in registration order, as one vector.
 std::vector<float> flat_weights(const QNet &net) {
@@ -315,23 +185,16 @@ void run_actor(int id, int num_actors, const TrainConfig &c, const Dataset &data
     }
 }
 
-[[noreturn]] void abort_job(const std::string &message) {
-    fmt::print(stderr, "error: {}\n", message);
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    std::_Exit(1);  // not reached
-}
-
-TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Dataset &dataset,
+TrainSummary actor_rank(const mpi::Session &world, const TrainConfig &c, const Dataset &dataset,
                         const QNetConfig &net_config, const std::vector<float> &weights, int64_t start_steps) {
     ActorSide side;
     side.net = QNet(net_config);
     set_flat_weights(side.net, weights);
-    const int num_actors = (mpi.size - 1) * c.actors;
+    const int num_actors = (world.size - 1) * c.actors;
     std::vector<std::thread> threads;
     std::atomic<int> running{c.actors};
     for (int t = 0; t < c.actors; ++t) {
-        const int id = (mpi.rank - 1) * c.actors + t;
+        const int id = (world.rank - 1) * c.actors + t;
         threads.emplace_back([&, id] {
             try {
                 run_actor(id, num_actors, c, dataset, net_config, start_steps, side);
@@ -345,10 +208,10 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
         });
     }
 
-    Outgoing out;
+    mpi::Outgoing out;
     int64_t reported = 0;
     double last_status = 0;
-    SilenceClock root(1);
+    mpi::SilenceClock root(1);
     bool failure_sent = false;
     auto send_status = [&] {
         ActorStatus s;
@@ -367,7 +230,7 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
             int from = 0, tag = 0;
             std::vector<char> bytes;
             root.poll();
-            while (!stop && try_receive(0, &from, &tag, &bytes)) {
+            while (!stop && mpi::try_receive(0, &from, &tag, &bytes)) {
                 root.heard(0);
                 if (tag == kWeights) {
                     int64_t version = 0;
@@ -408,16 +271,16 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
                 send_status();
             if (root.silent(0) > c.mpi_timeout) {
                 side.stop = true;
-                abort_job(fmt::format("rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
+                mpi::abort_job(fmt::format("rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
                                       "Rerun with --resume to continue from the last checkpoint",
-                                      mpi.rank, root.silent(0)));
+                                      world.rank, root.silent(0)));
             }
             std::this_thread::sleep_for(kPoll);
         }
     } catch (const std::exception &e) {
         // The learner would wait for this rank until its timeout: end the job now (rank 0
         // checkpoints on the SIGTERM that follows).
-        abort_job(fmt::format("rank {}: {}", mpi.rank, e.what()));
+        mpi::abort_job(fmt::format("rank {}: {}", world.rank, e.what()));
     }
     // Stop: the actors finish their step (one can take long: a big kernel to compile and time)
     // while this thread goes on with the heartbeat; then the last steps, then Bye.
@@ -435,8 +298,8 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
     send_status();
     out.send(0, kBye, encode_text(""));
     if (!out.drain(c.mpi_timeout))
-        abort_job(fmt::format("rank {}: rank 0 took none of its last messages for {:.0f} s; aborting the job",
-                              mpi.rank, c.mpi_timeout));
+        mpi::abort_job(fmt::format("rank {}: rank 0 took none of its last messages for {:.0f} s; aborting the job",
+                              world.rank, c.mpi_timeout));
     TrainSummary s;
     s.primary = false;
     s.env_steps = side.env_steps;
@@ -445,26 +308,6 @@ TrainSummary actor_rank(const MpiSession &mpi, const TrainConfig &c, const Datas
 
 // ---------------------------------------------------------------------------------------------
 // Rank 0.
-
-volatile std::sig_atomic_t g_sigterm = 0;
-extern "C" void on_sigterm(int) { g_sigterm = 1; }
-
-/// Catches SIGTERM for its lifetime.
-class SigtermFlag {
-public:
-    SigtermFlag() {
-        g_sigterm = 0;
-        struct sigaction sa = {};
-        sa.sa_handler = on_sigterm;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, &old_);
-    }
-    ~SigtermFlag() { sigaction(SIGTERM, &old_, nullptr); }
-    bool raised() const { return g_sigterm != 0; }
-
-private:
-    struct sigaction old_ = {};
-};
 
 /// The learner's latest weights, flattened by the learner thread for the main thread to send.
 struct Published {
@@ -479,7 +322,7 @@ struct PeerState {
 };
 
 struct RankZero {
-    const MpiSession &mpi;
+    const mpi::Session &world;
     const TrainConfig &c;
     const RunFiles &files;
     const std::vector<std::string> &evaluation;
@@ -501,7 +344,7 @@ TrainSummary RankZero::run() {
     std::atomic<int64_t> episodes{counters["episodes"].get<int64_t>()};
     const double seconds_before = counters["seconds"];
     const int64_t start_steps = env_steps, updates_at_start = learner.updates;
-    const int num_actors = (mpi.size - 1) * c.actors;
+    const int num_actors = (world.size - 1) * c.actors;
     RunningMean episode_reward, episode_speedup;
 
     std::atomic<bool> learner_stop{false};
@@ -554,7 +397,7 @@ TrainSummary RankZero::run() {
                     {"episodes", episodes.load()},
                     {"seconds", seconds_before + elapsed()}};
         learner.save_checkpoint(files.checkpoint, counters);
-        learner.save_policy(files.policy, {{"trainer", "apex"}, {"distributed", "mpi"}, {"ranks", mpi.size},
+        learner.save_policy(files.policy, {{"trainer", "apex"}, {"distributed", "mpi"}, {"ranks", world.size},
                                            {"actors", num_actors}, {"seed", c.seed}, {"env_steps", env_steps.load()},
                                            {"dataset", c.dataset_dir}, {"warmstart", c.warmstart}});
     };
@@ -573,10 +416,10 @@ TrainSummary RankZero::run() {
         });
     };
 
-    std::vector<PeerState> peers(mpi.size);
-    SilenceClock silence(mpi.size);
+    std::vector<PeerState> peers(world.size);
+    mpi::SilenceClock silence(world.size);
     int64_t ungranted = std::max<int64_t>(0, c.steps - start_steps);
-    Outgoing out;
+    mpi::Outgoing out;
     std::string error;  // an actor rank's failure, or the evaluation's
     // Before the job ends abnormally: a checkpoint of what the learner has (unless it failed),
     // and how to go on.
@@ -600,12 +443,12 @@ TrainSummary RankZero::run() {
     // An actor rank silent too long: stop learning, save, end the job.
     auto give_up = [&](const std::string &why) {
         stop_learner();
-        abort_job(save_for_resume(why));
+        mpi::abort_job(save_for_resume(why));
     };
     // SIGTERM (mpirun ending the job because another rank died, or Slurm): mpirun sends SIGKILL
     // a second later, and the main thread may be stuck in MPI after a failed read from the dead
     // rank, so a thread of its own saves and exits.
-    SigtermFlag sigterm;
+    mpi::SigtermFlag sigterm;
     std::atomic<bool> run_over{false};
     std::thread sigterm_watch([&] {
         while (!run_over) {
@@ -633,7 +476,7 @@ TrainSummary RankZero::run() {
         std::vector<Transition> ts;
         std::vector<float> priorities;
         silence.poll();
-        for (int n = 0; n < 1024 && try_receive(MPI_ANY_SOURCE, &from, &tag, &bytes); ++n) {
+        for (int n = 0; n < 1024 && mpi::try_receive(MPI_ANY_SOURCE, &from, &tag, &bytes); ++n) {
             silence.heard(from);
             if (tag == kTransitions) {
                 decode_transitions(bytes, &ts, &priorities);
@@ -654,7 +497,7 @@ TrainSummary RankZero::run() {
             }
         }
         out.progress();
-        for (int r = 1; r < mpi.size; ++r)
+        for (int r = 1; r < world.size; ++r)
             if (!peers[r].bye && silence.silent(r) > c.mpi_timeout)
                 give_up(fmt::format("rank {} has been silent for {:.0f} s (dead or hung?); aborting the job", r,
                                     silence.silent(r)));
@@ -673,7 +516,7 @@ TrainSummary RankZero::run() {
         const double rate = (steps - start_steps) / std::max(elapsed(), 1e-9);
         c.progress(fmt::format("[{}/{}] {} actor ranks x {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss "
                                "{:.4f} | {} updates | eval {} | {:.1f} steps/s | {}",
-                               steps, c.steps, mpi.size - 1, c.actors, episodes.load(), episode_reward.mean(),
+                               steps, c.steps, world.size - 1, c.actors, episodes.load(), episode_reward.mean(),
                                episode_speedup.mean(), last_loss.load(), learner.updates,
                                last_eval < 0 ? std::string("-") : fmt::format("{:.2f}x", last_eval), rate,
                                state[0]       ? std::string(state)
@@ -698,11 +541,11 @@ TrainSummary RankZero::run() {
                     }
                 }
                 if (!bytes.empty())
-                    for (int r = 1; r < mpi.size; ++r)
+                    for (int r = 1; r < world.size; ++r)
                         if (out.pending(r, kWeights) == 0) out.send(r, kWeights, bytes);
             }
             const bool heartbeat = now() - last_heartbeat >= kHeartbeatSeconds;
-            for (int r = 1; r < mpi.size; ++r) {
+            for (int r = 1; r < world.size; ++r) {
                 const int64_t window = kGrantPerActor * c.actors, ahead = peers[r].granted - peers[r].env_steps;
                 const int64_t more = ahead < window / 2 ? std::min(window - ahead, ungranted) : 0;
                 peers[r].granted += more;
@@ -740,12 +583,12 @@ TrainSummary RankZero::run() {
 
     // Stop every actor rank, then the learner (its state is what gets saved), and wait for each
     // rank's Bye so no message is left in flight.
-    for (int r = 1; r < mpi.size; ++r) out.send(r, kStop, encode_text(""));
+    for (int r = 1; r < world.size; ++r) out.send(r, kStop, encode_text(""));
     stop_learner();
     for (;;) {
         receive_all();
         bool all = true;
-        for (int r = 1; r < mpi.size; ++r) all = all && peers[r].bye;
+        for (int r = 1; r < world.size; ++r) all = all && peers[r].bye;
         if (all) break;
         std::this_thread::sleep_for(kPoll);
     }
@@ -768,8 +611,9 @@ TrainSummary RankZero::run() {
     }
     if (c.progress) print_progress(error.empty() ? "done" : "stopped");
     if (!error.empty())
-        throw looptool::Error(error + (learner_error.empty() ? "; checkpoint written to " + files.checkpoint
-                                                              : "; the last checkpoint in " + c.out_dir + " is intact") +
+        throw looptool::Error(error +
+                              (learner_error.empty() ? "; checkpoint written to " + files.checkpoint
+                                                     : "; the last checkpoint in " + c.out_dir + " is intact") +
                               ": rerun with --resume to continue");
     TrainSummary summary;
     summary.resumed = resumed;
@@ -799,36 +643,19 @@ Common common_setup(const TrainConfig &c) {
     return s;
 }
 
-/// The host names of all ranks, in rank order.
-std::vector<std::string> host_names() {
-    char name[MPI_MAX_PROCESSOR_NAME] = {};
-    int length = 0;
-    MPI_Get_processor_name(name, &length);
-    int size = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    std::vector<char> all(size * MPI_MAX_PROCESSOR_NAME);
-    MPI_Request r;
-    MPI_Iallgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                   MPI_COMM_WORLD, &r);
-    lazy_wait(&r);
-    std::vector<std::string> out;
-    for (int i = 0; i < size; ++i) out.emplace_back(all.data() + i * MPI_MAX_PROCESSOR_NAME);
-    return out;
-}
-
 }  // namespace
 
 TrainSummary train_apex_mpi(const TrainConfig &c) {
     if (c.actors < 1) throw looptool::Error("--actors must be at least 1");
     if (c.mpi_timeout <= 0) throw looptool::Error("--mpi-timeout must be positive");
-    MpiSession mpi;
-    if (mpi.size < 2)
+    mpi::Session world;
+    if (world.size < 2)
         throw looptool::Error("--distributed mpi needs at least 2 MPI processes (mpirun -np 2 or more, or srun): "
                               "rank 0 learns, every other rank acts");
     auto fail_together = [&](const std::string &mine) {
-        const std::string error = first_error(mpi, mine);
+        const std::string error = mpi::first_error(world, mine);
         if (error.empty()) return false;
-        if (mpi.rank == 0) throw looptool::Error(error);
+        if (world.rank == 0) throw looptool::Error(error);
         return true;  // other ranks leave quietly: rank 0 reports, and its exit status fails the job
     };
     TrainSummary quiet;
@@ -837,13 +664,13 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     // 1. Rank 0 claims the run directory (which holds the default store).
     RunFiles files;
     std::string error;
-    const std::vector<std::string> hosts = host_names();
+    const std::vector<std::string> hosts = mpi::host_names();
     try {
         if (c.store_path.empty() && std::any_of(hosts.begin(), hosts.end(), [&](auto &h) { return h != hosts[0]; }))
             throw looptool::Error("--distributed mpi over several hosts needs --store with a node-local path (the "
                                   "same on every node, e.g. /tmp/looptune_store.sqlite): SQLite's WAL store cannot "
                                   "be shared across hosts");
-        if (mpi.rank == 0) files = prepare_run_dir(c);
+        if (world.rank == 0) files = prepare_run_dir(c);
     } catch (const std::exception &e) {
         error = e.what();
     }
@@ -852,7 +679,7 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     // 2. The first rank on each host opens (and may create) the store before the others: several
     // processes creating one SQLite file at once can fail with "database is locked".
     std::optional<Common> common;
-    const bool first_on_host = std::find(hosts.begin(), hosts.end(), hosts[mpi.rank]) - hosts.begin() == mpi.rank;
+    const bool first_on_host = std::find(hosts.begin(), hosts.end(), hosts[world.rank]) - hosts.begin() == world.rank;
     try {
         if (first_on_host) common = common_setup(c);
     } catch (const std::exception &e) {
@@ -871,7 +698,7 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     std::vector<float> weights;
     try {
         if (!common) common = common_setup(c);
-        if (mpi.rank == 0) {
+        if (world.rank == 0) {
             learner = std::make_unique<Learner>(c, common->net_config);
             replay = std::make_unique<PrioritizedReplay>(c.replay_capacity, c.per_alpha, c.seed);
             resumed = c.resume && learner->load_checkpoint(files.checkpoint, &counters);
@@ -895,20 +722,20 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
 
     // 4. Rank 0's starting point (step count and weights) to everyone.
     int64_t start[2] = {counters["env_steps"].get<int64_t>(), static_cast<int64_t>(weights.size())};
-    lazy_bcast(start, 2, MPI_INT64_T, 0);
+    mpi::bcast(start, 2, MPI_INT64_T, 0);
     if (start[1] != static_cast<int64_t>(weights.size()))
         error = fmt::format("its network has {} weights, rank 0's {} (different builds or settings?)",
                             weights.size(), start[1]);
     if (fail_together(error)) return quiet;
-    lazy_bcast(weights.data(), static_cast<int>(weights.size()), MPI_FLOAT, 0);
-    if (mpi.rank == 0 && c.progress)
-        c.progress(fmt::format("MPI: rank 0 learns, {} ranks x {} actors act (eps {:.3g} .. {:.3g})", mpi.size - 1,
-                               c.actors, global_epsilon(c, 0, (mpi.size - 1) * c.actors),
-                               global_epsilon(c, (mpi.size - 1) * c.actors - 1, (mpi.size - 1) * c.actors)));
+    mpi::bcast(weights.data(), static_cast<int>(weights.size()), MPI_FLOAT, 0);
+    if (world.rank == 0 && c.progress)
+        c.progress(fmt::format("MPI: rank 0 learns, {} ranks x {} actors act (eps {:.3g} .. {:.3g})", world.size - 1,
+                               c.actors, global_epsilon(c, 0, (world.size - 1) * c.actors),
+                               global_epsilon(c, (world.size - 1) * c.actors - 1, (world.size - 1) * c.actors)));
 
-    if (mpi.rank != 0) return actor_rank(mpi, c, common->dataset, common->net_config, weights, start[0]);
+    if (world.rank != 0) return actor_rank(world, c, common->dataset, common->net_config, weights, start[0]);
     const std::vector<std::string> evaluation = eval_files(c, common->dataset);
-    RankZero zero{mpi,      c,        files,    evaluation, *common->env, common->net_config,
+    RankZero zero{world,    c,       files,    evaluation, *common->env, common->net_config,
                   *learner, *replay,  *metrics, demos,      counters,     resumed};
     return zero.run();
 }
