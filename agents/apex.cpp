@@ -139,7 +139,6 @@ TrainSummary train_apex(const TrainConfig &c) {
     std::atomic<double> last_loss{0};
     std::thread learner_thread([&] {
         try {
-            std::vector<float> priorities;
             RunningMean loss_mean(200);
             while (!shared.stop) {
                 const int64_t steps = shared.env_steps;
@@ -148,13 +147,7 @@ TrainSummary train_apex(const TrainConfig &c) {
                     std::this_thread::sleep_for(std::chrono::milliseconds(2));
                     continue;
                 }
-                const double beta = c.per_beta + (1 - c.per_beta) * std::min(1.0, double(steps) / c.steps);
-                ReplaySample batch = replay.sample(c.batch, beta);
-                {
-                    std::lock_guard<std::mutex> g(learner_mutex);
-                    loss_mean.push(learner.update(batch, &priorities, demos.empty() ? nullptr : &demos));
-                }
-                replay.update_priorities(batch.indices, priorities);
+                loss_mean.push(learner.replay_step(replay, steps, &demos, &learner_mutex));
                 last_loss = loss_mean.mean();
                 if (learner.updates % c.weight_sync == 0) publish();
             }

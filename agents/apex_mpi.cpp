@@ -354,7 +354,6 @@ TrainSummary RankZero::run() {
     Published published;
     std::thread learner_thread([&] {
         try {
-            std::vector<float> priorities;
             RunningMean loss_mean(200);
             while (!learner_stop) {
                 const int64_t steps = env_steps;
@@ -363,13 +362,7 @@ TrainSummary RankZero::run() {
                     std::this_thread::sleep_for(kPoll);
                     continue;
                 }
-                const double beta = c.per_beta + (1 - c.per_beta) * std::min(1.0, double(steps) / c.steps);
-                ReplaySample batch = replay.sample(c.batch, beta);
-                {
-                    std::lock_guard<std::mutex> g(learner_mutex);
-                    loss_mean.push(learner.update(batch, &priorities, demos.empty() ? nullptr : &demos));
-                }
-                replay.update_priorities(batch.indices, priorities);
+                loss_mean.push(learner.replay_step(replay, steps, &demos, &learner_mutex));
                 last_loss = loss_mean.mean();
                 if (learner.updates % c.weight_sync == 0) {
                     std::vector<float> w = flat_weights(learner.online);

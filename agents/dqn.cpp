@@ -59,7 +59,6 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     NStepBuilder nstep(c.n_step, c.gamma);
     double ep_reward = 0, ep_base = 0, ep_best = 0, epsilon = c.eps_start, last_eval = -1, last_print = -10;
     bool in_episode = false;
-    std::vector<float> priorities;
     const int64_t start_steps = env_steps, updates_at_start = learner.updates;
     while (env_steps < c.steps && !(c.max_seconds > 0 && elapsed() >= c.max_seconds)) {
         if (!in_episode) {
@@ -93,12 +92,8 @@ static TrainSummary train_dqn(const TrainConfig &c) {
 
         // Learn, at a fixed replay ratio.
         if (replay.size() >= std::min<int64_t>(c.learning_starts, c.replay_capacity)) {
-            const double beta = c.per_beta + (1 - c.per_beta) * std::min(1.0, double(env_steps) / c.steps);
-            while (learner.updates < updates_at_start + c.updates_per_step * (env_steps - start_steps)) {
-                ReplaySample batch = replay.sample(c.batch, beta);
-                loss_mean.push(learner.update(batch, &priorities, demos.empty() ? nullptr : &demos));
-                replay.update_priorities(batch.indices, priorities);
-            }
+            while (learner.updates < updates_at_start + c.updates_per_step * (env_steps - start_steps))
+                loss_mean.push(learner.replay_step(replay, env_steps, &demos));
         }
 
         // Bookkeeping: checkpoints, evaluation, metrics, progress.

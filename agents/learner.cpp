@@ -110,6 +110,24 @@ float Learner::update(const ReplaySample &batch, std::vector<float> *priorities,
     return loss.item<float>();
 }
 
+float Learner::replay_step(PrioritizedReplay &replay, int64_t env_steps, const std::vector<Demo> *demos,
+                           std::mutex *update_lock) {
+    const double beta =
+        config_.per_beta + (1 - config_.per_beta) * std::min(1.0, double(env_steps) / config_.steps);
+    ReplaySample batch = replay.sample(config_.batch, beta);
+    if (demos && demos->empty()) demos = nullptr;
+    std::vector<float> priorities;
+    float loss;
+    if (update_lock) {
+        std::lock_guard<std::mutex> g(*update_lock);
+        loss = update(batch, &priorities, demos);
+    } else {
+        loss = update(batch, &priorities, demos);
+    }
+    replay.update_priorities(batch.indices, priorities);
+    return loss;
+}
+
 void Learner::sync_target() { copy_weights(target, online); }
 
 std::vector<float> Learner::td_errors(QNet &net, const std::vector<Transition> &ts, double) {
@@ -336,11 +354,8 @@ std::vector<std::string> eval_files(const TrainConfig &config, const Dataset &da
 void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner, PrioritizedReplay &replay,
                                 const std::vector<Demo> &demos) {
     if (demos.empty()) return;
-    std::vector<float> priorities;
     for (int64_t i = 0; i < config.warmstart_updates; ++i) {
-        ReplaySample s = replay.sample(config.batch, config.per_beta);
-        learner.update(s, &priorities, &demos);
-        replay.update_priorities(s.indices, priorities);
+        learner.replay_step(replay, /*env_steps=*/0, &demos);
         if (config.progress && (i + 1) % 200 == 0)
             config.progress(fmt::format("warm start: {}/{} updates on {} demonstrated steps", i + 1,
                                         config.warmstart_updates, demos.size()));

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +30,12 @@ public:
     /// One gradient step on a prioritized sample; returns the loss and writes the new
     /// priorities (|TD error| + 1e-3) into `priorities`.
     float update(const ReplaySample &batch, std::vector<float> *priorities, const std::vector<Demo> *demos = nullptr);
+    /// One prioritized-replay step: samples a batch with the IS exponent annealed from
+    /// per_beta to 1 over the run (at `env_steps` of config.steps), updates (with the
+    /// demonstrations' margin loss when `demos` is non-empty, holding `update_lock` if given)
+    /// and writes the new priorities back. Returns the loss.
+    float replay_step(PrioritizedReplay &replay, int64_t env_steps, const std::vector<Demo> *demos,
+                      std::mutex *update_lock = nullptr);
     void sync_target();
     /// |TD error| of transitions under `net` as both online and target (actors' priorities).
     static std::vector<float> td_errors(QNet &net, const std::vector<Transition> &ts, double gamma_unused = 0);
