@@ -12,7 +12,8 @@ using namespace looptool;
 
 const std::vector<std::string> &search_algorithms() {
     static const std::vector<std::string> names = {"greedy1",  "greedy2",  "beam2dfs", "beam4dfs",
-                                                   "beam2bfs", "beam4bfs", "random",   "genetic"};
+                                                   "beam2bfs", "beam4bfs", "random",   "genetic",
+                                                   "tile"};
     return names;
 }
 
@@ -28,6 +29,7 @@ SearchResult run_search(const std::string &algo, Environment &env, const Program
     if (algo == "beam4bfs") return detail::beam(env, start, config, 4, false);
     if (algo == "random") return detail::random_walks(env, start, config);
     if (algo == "genetic") return detail::genetic(env, start, config);
+    if (algo == "tile") return detail::tile_template(env, start, config);
     std::string known;
     for (const auto &n : search_algorithms()) known += (known.empty() ? "" : ", ") + n;
     throw Error(fmt::format("unknown search algorithm '{}' (known: {})", algo, known));

@@ -1,6 +1,7 @@
 // Search baselines over the environment's action mask: greedy1/2, beam2/4 dfs/bfs, random and
-// genetic. Each is deterministic for a seed, bounded by a step limit (actions per sequence)
-// and a wall-clock budget, shares the environment's measurement cache and store, and returns
+// genetic, plus `tile`, an expert template of register-tile schedules for matmuls. Each is
+// deterministic for a seed, bounded by a step limit (actions per sequence) and a wall-clock
+// budget, shares the environment's measurement cache and store, and returns
 // the best schedule with its action sequence and a best-so-far curve.
 #pragma once
 
@@ -83,6 +84,10 @@ SearchResult beam(Environment &env, const looptool::Program &start, const Search
                   int width, bool depth_first);
 SearchResult random_walks(Environment &env, const looptool::Program &start, const SearchConfig &c);
 SearchResult genetic(Environment &env, const looptool::Program &start, const SearchConfig &c);
+/// Expert template, not a blind search: the register-tile schedule family of
+/// tile_schedules.h (tiles 8x32, 8x16, 4x64, ... in both outer orders, k blocks for deep k),
+/// each measured once, cut to the step limit. Matmuls from the naive nest only.
+SearchResult tile_template(Environment &env, const looptool::Program &start, const SearchConfig &c);
 
 }  // namespace detail
 }  // namespace looptune

@@ -11,14 +11,13 @@
 #include <chrono>
 #include <memory>
 
-#include "benchmarks/tile_schedules.h"
+#include "agents/tile_schedules.h"
 #include "looptool/actions.h"
 #include "looptool/interpreter.h"
 #include "looptool/jit.h"
 #include "looptool/measure.h"
 
 using namespace looptool;
-namespace lb = looptune::bench;
 
 namespace {
 
@@ -43,7 +42,7 @@ ComputationPtr fresh_matmul() {
 
 Program tiled(ComputationPtr c, size_t drop_last = 0) {
     Program p = Program::naive(c);
-    auto actions = lb::tile_actions(*c, lb::TileSchedule{});
+    auto actions = looptune::tile_actions(*c, looptune::TileSchedule{});
     actions.resize(actions.size() - drop_last);
     for (Action a : actions) p = apply(p, a);
     return p;
@@ -94,7 +93,7 @@ void BM_MeasuredAction(benchmark::State &state, bool tile) {
         ComputationPtr c = fresh_matmul();
         // tiled: the hand schedule's last step (vectorize the write nest); naive: split_8 of m.
         Program start = tile ? tiled(c, 1) : Program::naive(c);
-        Action a = tile ? lb::tile_actions(*c, lb::TileSchedule{}).back() : Action::Split8;
+        Action a = tile ? looptune::tile_actions(*c, looptune::TileSchedule{}).back() : Action::Split8;
         Buffers buf = make_buffers(*c, 1);
         auto t0 = Clock::now();
         Program next = apply(start, a);

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/reference_kernels.h"
-#include "benchmarks/tile_schedules.h"
+#include "agents/tile_schedules.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
 #include "looptool/generate.h"
@@ -218,10 +218,10 @@ int main(int argc, char **argv) {
             Case c = make_case(s);
             lb::set_reference_shape({s.m, s.n, s.k});
             if (list_family) {
-                for (const auto &t : lb::schedule_family(s.m, s.n, s.k)) {
+                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k)) {
                     try {
                         fmt::print("{} {}: {}\n", s.name(), t.name(),
-                                   lb::format_actions(lb::tile_actions(*c.comp, t)));
+                                   looptune::format_actions(looptune::tile_actions(*c.comp, t)));
                     } catch (const Error &e) {
                         fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
                     }
@@ -246,14 +246,14 @@ int main(int argc, char **argv) {
             if (suite == "best" || suite == "all") {
                 // Search the family with a short protocol, then time the winner side by side.
                 double best = -1;
-                lb::TileSchedule best_t;
+                looptune::TileSchedule best_t;
                 std::vector<Action> best_actions;
                 KernelFn best_fn = nullptr;
                 nlohmann::json tried = nlohmann::json::array();
-                for (const auto &t : lb::schedule_family(s.m, s.n, s.k)) {
+                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k)) {
                     std::vector<Action> actions;
                     try {
-                        actions = lb::tile_actions(*c.comp, t);
+                        actions = looptune::tile_actions(*c.comp, t);
                     } catch (const Error &e) {
                         tried.push_back({{"schedule", t.name()}, {"error", e.what()}});
                         continue;
@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
                 verify(blas.fn, c, "OpenBLAS sgemm", tolerance);
                 side_by_side(ours, blas, c, full, rounds);
                 Row r{s.name(), median(ours.gflops), median(blas.gflops), best_t.name(),
-                      lb::format_actions(best_actions), std::max(ours.cv, blas.cv)};
+                      looptune::format_actions(best_actions), std::max(ours.cv, blas.cv)};
                 fmt::print("best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  ratio {:.2f}\n", r.shape,
                            r.ours, r.detail, r.theirs, r.ours / r.theirs);
                 std::fflush(stdout);

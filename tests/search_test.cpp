@@ -1,8 +1,10 @@
 #include "agents/search.h"
+#include "agents/tile_schedules.h"
 
 #include <gtest/gtest.h>
 
 #include "looptool/error.h"
+#include "looptool/text_format.h"
 
 using namespace looptool;
 using namespace looptune;
@@ -97,4 +99,26 @@ TEST(Search, BadArgumentsAreErrors) {
     EXPECT_THROW(run_search("annealing", env, start, cfg), Error);
     cfg.max_steps = 0;
     EXPECT_THROW(run_search("greedy1", env, start, cfg), Error);
+}
+
+TEST(Search, TileTemplateFindsARegisterTileWithinTheStepLimit) {
+    Environment env(fast_env());  // verify: each template schedule is checked by the interpreter
+    Program start = start_of(env, 64, 64, 32);
+    SearchConfig cfg;
+    cfg.max_steps = 16;
+    SearchResult r = run_search("tile", env, start, cfg);
+    // One of the family's sequences, whole (the 8x32 ones are 12 compute-nest actions plus the
+    // write nest's), so its best schedule vectorizes the tile's columns and unrolls its rows.
+    bool from_family = false;
+    for (const TileSchedule &s : schedule_family(64, 64, 32)) {
+        auto a = tile_actions(*start.comp, s);
+        if (a.size() > 16) a.resize(16);
+        from_family = from_family || a == r.actions;
+    }
+    EXPECT_TRUE(from_family) << "actions: " << format_actions(r.actions);
+    EXPECT_NE(dump(r.best).find("vectorize"), std::string::npos) << dump(r.best);
+    EXPECT_GT(r.schedules_measured, 10);
+
+    Program moved = apply(start, Action::Split8);
+    EXPECT_THROW(run_search("tile", env, moved, cfg), Error);
 }

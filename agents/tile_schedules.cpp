@@ -1,13 +1,14 @@
-#include "benchmarks/tile_schedules.h"
+#include "agents/tile_schedules.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <memory>
 
+#include "agents/search.h"
 #include "looptool/error.h"
 
-namespace looptune::bench {
+namespace looptune {
 
 using looptool::Action;
 
@@ -165,4 +166,42 @@ std::string format_actions(const std::vector<Action> &actions) {
     return s;
 }
 
-}  // namespace looptune::bench
+}  // namespace looptune
+
+namespace looptune::detail {
+
+SearchResult tile_template(Environment &env, const looptool::Program &start,
+                           const SearchConfig &config) {
+    SearchState state(env, start, config);
+    const looptool::Computation &c = *start.comp;
+    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
+    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2)
+        throw looptool::Error(fmt::format("the tile search needs a matmul (m, n, k); {} is not one", c.name));
+    // The family is written from the naive nest; from any other start its sequences mean
+    // something else.
+    if (looptool::schedule_key(start) !=
+        looptool::schedule_key(looptool::Program::naive(start.comp)))
+        throw looptool::Error("the tile search starts from the naive nest only");
+    for (const TileSchedule &s : schedule_family(c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
+                                                 c.vars[size_t(K)].extent)) {
+        if (state.out_of_time()) break;
+        std::vector<Action> actions;
+        try {
+            actions = tile_actions(c, s);
+        } catch (const looptool::Error &) {
+            continue;  // not expressible for this shape
+        }
+        // Within the step limit, a schedule's prefix is what an agent could reach; measure the
+        // state it ends in, like every other search does with its paths.
+        if (int(actions.size()) > config.max_steps) actions.resize(size_t(config.max_steps));
+        bool in_space = true;
+        for (Action a : actions) in_space = in_space && env.action_space().index_of(a) >= 0;
+        if (!in_space) continue;
+        looptool::Program p = start;
+        for (Action a : actions) p = looptool::apply(p, a);
+        if (state.evaluate(p, actions) < 0) break;
+    }
+    return state.finish("tile");
+}
+
+}  // namespace looptune::detail

@@ -13,7 +13,7 @@
 
 #include "looptool/actions.h"
 
-namespace looptune::bench {
+namespace looptune {
 
 struct TileSchedule {
     int tm = 8;   ///< rows of the register tile (m_i, unrolled)
@@ -47,4 +47,4 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k);
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);
 
-}  // namespace looptune::bench
+}  // namespace looptune
