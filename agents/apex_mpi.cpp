@@ -40,6 +40,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 #include <optional>
 #include <thread>
@@ -47,7 +50,9 @@
 #include "agents/learner.h"
 #include "agents/mpi_comm.h"
 #include "agents/mpi_transport.h"
+#include "env/measurement_store.h"
 #include "looptool/error.h"
+#include "looptool/text_format.h"
 
 namespace looptune {
 
@@ -55,7 +60,7 @@ TrainSummary train_apex_mpi(const TrainConfig &config);
 
 namespace {
 
-enum Tag : int { kTransitions = 1, kStatus, kFailed, kBye, kWeights, kGrant, kStop };
+enum Tag : int { kTransitions = 1, kStatus, kFailed, kBye, kWeights, kGrant, kStop, kStore, kStoreFailed };
 
 constexpr double kHeartbeatSeconds = 0.5;
 constexpr size_t kMaxInFlight = 8;       // transition batches an actor rank sends at once
@@ -636,12 +641,116 @@ Common common_setup(const TrainConfig &c) {
     return s;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The end of a run with --store: each node's store into the run directory.
+
+/// "%h" in a --store path is the rank's host name: per-node files on a shared file system.
+std::string store_for_host(const std::string &path, const std::string &host) {
+    std::string out = path;
+    for (size_t at = out.find("%h"); at != std::string::npos; at = out.find("%h", at + host.size()))
+        out.replace(at, 2, host);
+    return out;
+}
+
+/// With a node-local --store, measurements are spread over one store per host. Once every rank
+/// has stopped measuring, the first rank of each host other than rank 0's sends a snapshot of
+/// its store, and rank 0 merges its own store and those into RUN_DIR/store.sqlite (what
+/// `looptool store merge` does), so the run directory keeps them all. Failures here cost only
+/// measurements, never the trained policy: they are reported with the command that finishes the
+/// merge by hand.
+void merge_node_stores(const mpi::Session &world, const TrainConfig &c, const std::vector<std::string> &hosts) {
+    if (c.store_path.empty()) return;  // every rank wrote RUN_DIR/store.sqlite already
+    const std::string dest_path = c.out_dir + "/store.sqlite";
+    if (!mpi::barrier(c.mpi_timeout)) {
+        if (world.rank == 0)
+            fmt::print(stderr, "warning: some rank did not finish within {:.0f} s; node stores not merged into {} "
+                               "(use `looptool store merge --store {} <node stores>`)\n",
+                       c.mpi_timeout, dest_path, dest_path);
+        return;
+    }
+    std::vector<int> senders;  // the first rank of every other host
+    for (int r = 1; r < world.size; ++r)
+        if (hosts[size_t(r)] != hosts[0] &&
+            std::find(hosts.begin(), hosts.end(), hosts[size_t(r)]) - hosts.begin() == r)
+            senders.push_back(r);
+
+    if (world.rank != 0) {
+        if (std::find(senders.begin(), senders.end(), world.rank) == senders.end()) return;
+        std::vector<char> bytes;
+        int tag = kStore;
+        const std::string snapshot = fmt::format("{}.snapshot.{}", c.store_path, world.rank);
+        try {
+            std::filesystem::remove(snapshot);
+            MeasurementStore::open(c.store_path, /*create=*/false)->snapshot_to(snapshot);
+            std::ifstream in(snapshot, std::ios::binary);
+            bytes.assign(std::istreambuf_iterator<char>(in), {});
+            if (!in.good() && !in.eof()) throw looptool::Error("cannot read " + snapshot);
+            if (bytes.size() > size_t(INT32_MAX)) throw looptool::Error("the store is over 2 GB");
+        } catch (const std::exception &e) {
+            tag = kStoreFailed;
+            const std::string why = fmt::format("{}: {}", c.store_path, e.what());
+            bytes.assign(why.begin(), why.end());
+        }
+        std::error_code ec;
+        std::filesystem::remove(snapshot, ec);
+        mpi::Outgoing out;
+        out.send(0, tag, std::move(bytes));
+        if (!out.drain(c.mpi_timeout))
+            fmt::print(stderr, "warning: rank {}: rank 0 did not take this host's store within {:.0f} s\n",
+                       world.rank, c.mpi_timeout);
+        return;
+    }
+
+    try {
+        auto dest = MeasurementStore::open(dest_path);
+        std::error_code ec;
+        int64_t added = 0;
+        if (!std::filesystem::equivalent(c.store_path, dest_path, ec)) added += dest->merge_from(c.store_path);
+        for (int r : senders) {
+            std::vector<char> bytes;
+            int from = 0, tag = 0;
+            const double deadline = now() + c.mpi_timeout;
+            // Only the store message is left to come from a sender: Bye was its last one before.
+            while (!mpi::try_receive(r, &from, &tag, &bytes) || (tag != kStore && tag != kStoreFailed)) {
+                if (now() > deadline) {
+                    tag = 0;
+                    break;
+                }
+                std::this_thread::sleep_for(kPoll);
+            }
+            const std::string &host = hosts[size_t(r)];
+            if (tag != kStore) {
+                fmt::print(stderr, "warning: the store of host {} (rank {}) was not merged: {}\n", host, r,
+                           tag == kStoreFailed ? std::string(bytes.begin(), bytes.end()) : "nothing came");
+                continue;
+            }
+            const std::string part = fmt::format("{}/store.{}.part", c.out_dir, r);
+            looptool::write_file_atomically(part, std::string_view(bytes.data(), bytes.size()));
+            try {
+                added += dest->merge_from(part);
+            } catch (...) {
+                std::filesystem::remove(part, ec);
+                throw;
+            }
+            std::filesystem::remove(part, ec);
+        }
+        if (c.progress)
+            c.progress(fmt::format("stores of {} hosts merged into {}: {} new measurements", senders.size() + 1,
+                                   dest_path, added));
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "warning: merging the node stores into {} failed: {}\n", dest_path, e.what());
+    }
+}
+
 }  // namespace
 
-TrainSummary train_apex_mpi(const TrainConfig &c) {
-    if (c.actors < 1) throw looptool::Error("--actors must be at least 1");
-    if (c.mpi_timeout <= 0) throw looptool::Error("--mpi-timeout must be positive");
+TrainSummary train_apex_mpi(const TrainConfig &config) {
+    if (config.actors < 1) throw looptool::Error("--actors must be at least 1");
+    if (config.mpi_timeout <= 0) throw looptool::Error("--mpi-timeout must be positive");
     mpi::Session world;
+    const std::vector<std::string> hosts = mpi::host_names();
+    TrainConfig c = config;
+    c.store_path = store_for_host(config.store_path, hosts[size_t(world.rank)]);
     if (world.size < 2)
         throw looptool::Error("--distributed mpi needs at least 2 MPI processes (mpirun -np 2 or more, or srun): "
                               "rank 0 learns, every other rank acts");
@@ -657,7 +766,6 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
     // 1. Rank 0 claims the run directory (which holds the default store).
     RunFiles files;
     std::string error;
-    const std::vector<std::string> hosts = mpi::host_names();
     try {
         if (c.store_path.empty() && std::any_of(hosts.begin(), hosts.end(), [&](auto &h) { return h != hosts[0]; }))
             throw looptool::Error("--distributed mpi over several hosts needs --store with a node-local path (the "
@@ -726,11 +834,17 @@ TrainSummary train_apex_mpi(const TrainConfig &c) {
                                c.actors, global_epsilon(c, 0, (world.size - 1) * c.actors),
                                global_epsilon(c, (world.size - 1) * c.actors - 1, (world.size - 1) * c.actors)));
 
-    if (world.rank != 0) return actor_rank(world, c, common->dataset, common->net_config, weights, start[0]);
+    if (world.rank != 0) {
+        TrainSummary summary = actor_rank(world, c, common->dataset, common->net_config, weights, start[0]);
+        merge_node_stores(world, c, hosts);
+        return summary;
+    }
     const std::vector<std::string> evaluation = eval_files(c, common->dataset);
     RankZero zero{world,    c,       files,    evaluation, *common->env, common->net_config,
                   *learner, *replay,  *metrics, demos,      counters,     resumed};
-    return zero.run();
+    TrainSummary summary = zero.run();
+    merge_node_stores(world, c, hosts);
+    return summary;
 }
 
 }  // namespace looptune

@@ -33,8 +33,13 @@ void bcast(void *data, int count, MPI_Datatype type, int root);
 /// Every rank learns the lowest-ranked non-empty `mine` ("rank R: ..." when R > 0), or "".
 std::string first_error(const Session &session, const std::string &mine);
 
-/// The host names of all ranks, in rank order.
+/// The host names of all ranks, in rank order. LOOPTUNE_HOST_NAME, when set, replaces this
+/// process's name: tests use it to play several hosts on one machine.
 std::vector<std::string> host_names();
+
+/// MPI_Barrier on MPI_COMM_WORLD, polling with short sleeps; false when some rank has not come
+/// after `seconds` (the barrier is then left pending: call it only at the end of a job).
+bool barrier(double seconds);
 
 /// Non-blocking sends on MPI_COMM_WORLD; each buffer lives until its send completes.
 class Outgoing {

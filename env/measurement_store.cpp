@@ -414,3 +414,16 @@ int64_t MeasurementStore::merge_from(const std::string &other_path) {
 }
 
 }  // namespace looptune
+
+namespace looptune {
+
+void MeasurementStore::snapshot_to(const std::string &dest_path) {
+    if (std::filesystem::exists(dest_path))
+        throw Error(fmt::format("{}: already exists; a snapshot goes to a new file", dest_path));
+    std::lock_guard lock(impl_->mu);
+    // VACUUM INTO reads one consistent snapshot (WAL included) and writes a compact copy.
+    Stmt vacuum(impl_->conn.db, "VACUUM INTO ?1", path());
+    vacuum.bind(1, dest_path).run();
+}
+
+}  // namespace looptune

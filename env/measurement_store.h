@@ -73,6 +73,9 @@ public:
     /// whose key is already here are kept as they are. Returns the number of rows added.
     /// Throws looptool::Error if `other_path` is missing, not a store, or this same file.
     int64_t merge_from(const std::string &other_path);
+    /// Writes a consistent copy of the whole store to the new file `dest_path` (for shipping a
+    /// node-local store to another host). Throws looptool::Error if `dest_path` exists.
+    void snapshot_to(const std::string &dest_path);
 
 private:
     struct Impl;

@@ -327,6 +327,21 @@ TEST_F(MeasurementStoreTest, MergeAddsNewKeysAndKeepsExisting) {
     EXPECT_EQ(sa->stats().measurements, 4);
 }
 
+TEST_F(MeasurementStoreTest, SnapshotIsACompleteStoreInANewFile) {
+    // How a node ships its store to another host: a consistent copy, taken while it is open.
+    auto live = MeasurementStore::open(path("live.db"));
+    live->put("b1", "s1", "m", {.median_gflops = 10, .runs = 3, .cv = 0.01, .timestamp = 100});
+    live->put("b2", "s1", "m", {.median_gflops = 20, .runs = 3, .cv = 0.02, .timestamp = 200});
+    live->snapshot_to(path("copy.db"));
+    live->put("b3", "s1", "m", {.median_gflops = 30, .runs = 3, .cv = 0.03, .timestamp = 300});
+    auto copy = MeasurementStore::open(path("copy.db"), /*create=*/false);
+    EXPECT_EQ(copy->stats().measurements, 2);  // as it was when taken
+    EXPECT_EQ(copy->lookup("b2", "s1", "m")->median_gflops, 20);
+    EXPECT_TRUE(copy->check().empty());
+    EXPECT_THROW(live->snapshot_to(path("copy.db")), looptool::Error);  // never overwrites
+    EXPECT_EQ(MeasurementStore::open(path("copy.db"))->stats().measurements, 2);
+}
+
 TEST_F(MeasurementStoreTest, CliStatsAndMerge) {
     const std::string a = path("a.db"), b = path("b.db"), out = path("out.json");
     MeasurementStore::open(a)->put("b1", "s1", "m", {.median_gflops = 10, .runs = 1, .cv = 0, .timestamp = 0});

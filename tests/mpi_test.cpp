@@ -311,4 +311,36 @@ TEST(MpiTraining, AHungActorRankTimesOutWithAnIntactCheckpoint) {
     expect_resumes(dir);
 }
 
+TEST(MpiTraining, NodeLocalStoresAreMergedIntoTheRunDirectory) {
+    if (!have_mpirun()) GTEST_SKIP() << kNoMpirun;
+    TempDir dir("mpistores");
+    tiny_dataset(dir);
+    // Two "hosts" on one machine: rank 0 on host0, ranks 1 and 2 on host1; "%h" in --store gives
+    // each host its own file, as a node-local path would on a cluster.
+    const std::string as_two_hosts =
+        kMpirun + " -np 3 sh -c 'LOOPTUNE_HOST_NAME=host$((OMPI_COMM_WORLD_RANK > 0)) exec " LOOPTOOL_CLI " \"$@\"' sh ";
+    JobResult r = run(dir, as_two_hosts + kTiny + " --out run --steps 120 --eval-every 60 --json");
+    EXPECT_NE(r.exit_code, 0);  // one store for two hosts cannot work
+    EXPECT_NE(r.err.find("needs --store with a node-local path"), std::string::npos) << r.err;
+
+    r = run(dir, as_two_hosts + kTiny + " --out run --steps 120 --eval-every 60 --store node_%h.sqlite --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("stores of 2 hosts merged into run/store.sqlite"), std::string::npos) << r.err;
+    auto count = [&](const std::string &store) {
+        auto s = looptool::tests::run_cli(dir, "store stats --json --store " + store);
+        EXPECT_EQ(s.exit_code, 0) << s.err;
+        return s.exit_code == 0 ? nlohmann::json::parse(s.out)["measurements"].get<int64_t>() : -1;
+    };
+    // Rank 0 measured the test split (evaluation), the actors the training split: disjoint, so
+    // the run's store holds exactly both.
+    const int64_t host0 = count("node_host0.sqlite"), host1 = count("node_host1.sqlite");
+    EXPECT_GT(host0, 0);
+    EXPECT_GT(host1, 0);
+    EXPECT_EQ(count("run/store.sqlite"), host0 + host1);
+    auto again = looptool::tests::run_cli(dir, "store merge --json --store run/store.sqlite node_host0.sqlite node_host1.sqlite");
+    ASSERT_EQ(again.exit_code, 0) << again.err;
+    for (const auto &m : nlohmann::json::parse(again.out)["merged"]) EXPECT_EQ(m["added"], 0) << m;
+    EXPECT_FALSE(fs::exists(dir.path / "run/store.1.part"));
+}
+
 #endif

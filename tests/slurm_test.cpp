@@ -88,7 +88,7 @@ TEST(Slurm, SeveralTasksRunUnderPmixWithDistributedMpi) {
                              "#SBATCH --partition=cpu", "#SBATCH --mem=8G", "#SBATCH --job-name=lt.apex"})
         EXPECT_NE(r.out.find(std::string("\n") + line + "\n"), std::string::npos) << line << "\n" << r.out;
     EXPECT_NE(r.out.find("\nsrun --mpi=pmix " + real(LOOPTOOL_CLI) + " train " + kTrain + " --out " +
-                         real(dir.path) + "/run --resume --distributed mpi\n"),
+                         real(dir.path) + "/run --resume --distributed mpi --store \"$NODE_STORE\"\n"),
               std::string::npos)
         << r.out;
 }
@@ -203,14 +203,14 @@ TEST(Slurm, ScriptRunsTheTrainerWithExactArguments) {
     const std::string bin = fake_tool(dir, "srun", "printf '%s\\n' \"$@\" > \"${0%/*}/args\"\n");
     const std::string script = write_sbatch_script(c);
     EXPECT_EQ(script, c.run_dir + "/train.sbatch");
-    const std::string cmd = "cd '" + real(dir.path) + "' && env -u SLURM_JOB_ID PATH='" + bin +
+    const std::string cmd = "cd '" + real(dir.path) + "' && env -u SLURM_JOB_ID -u TMPDIR PATH='" + bin +
                             ":/usr/bin:/bin' bash '" + script + "' > out.txt 2>&1";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(dir.path / "out.txt");
     EXPECT_NE(slurp(dir.path / "out.txt").find("== looptune slurm-train: job none start 1 on "), std::string::npos)
         << slurp(dir.path / "out.txt");
     EXPECT_EQ(slurp(dir.path / "bin" / "args"),
               "--mpi=pmix\n/opt/looptool\ntrain\n--dataset\nmy data/it's\n--note\n$HOME `x` \"q\" ;|&*\n--out\n" +
-                  c.run_dir + "\n--resume\n--distributed\nmpi\n");
+                  c.run_dir + "\n--resume\n--distributed\nmpi\n--store\n/tmp/looptune-store-none.sqlite\n");
 }
 
 TEST(Slurm, ValidationRejectsEachBadField) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <spawn.h>
@@ -145,6 +146,17 @@ std::string sbatch_script(const SbatchConfig &c) {
     for (const auto &a : c.train_args) cmd += " " + shell_quote(a);
     cmd += " --out " + shell_quote(c.run_dir) + " --resume";
     if (distributed) cmd += " --distributed mpi";
+    const bool has_store = std::any_of(c.train_args.begin(), c.train_args.end(), [](const std::string &a) {
+        return a == "--store" || a.rfind("--store=", 0) == 0;
+    });
+    if (c.nodes > 1 && !has_store) {
+        // SQLite cannot be shared across hosts: each node keeps its own store in node-local
+        // temporary space (the same job id after a requeue finds it again), and the trainer
+        // merges them all into RUN_DIR/store.sqlite at the end.
+        s += "# Each node's measurement store, merged into the run directory when training ends.\n";
+        s += "NODE_STORE=\"${TMPDIR:-/tmp}/looptune-store-${SLURM_JOB_ID:-none}.sqlite\"\n";
+        cmd += " --store \"$NODE_STORE\"";
+    }
     s += cmd + "\n";
     return s;
 }

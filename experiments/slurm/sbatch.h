@@ -5,7 +5,9 @@
 // script) runs `srun LOOPTOOL train ARGS --out RUN_DIR --resume`; the trainer's --resume
 // continues from the latest checkpoint in RUN_DIR, or starts fresh when there is none. With more
 // than one task in all, srun starts one trainer per task under PMIx (or another --mpi type) and
-// `--distributed mpi` is appended. See docs/distributed.md.
+// `--distributed mpi` is appended; with more than one node and no --store among the train
+// arguments, each node measures into a store in its node-local $TMPDIR (or /tmp), which the
+// trainer merges into RUN_DIR/store.sqlite at the end. See docs/distributed.md.
 #pragma once
 
 #include <string>
