@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "looptool/error.h"
 
@@ -199,7 +200,14 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
 
     // Reading the schema is the first access to the file: it fails here for a foreign file, a
     // damaged header or schema page. WAL must be set outside a transaction; it persists.
-    if (sqlite3_exec(c.db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    // SQLite can answer SQLITE_BUSY here without waiting in the busy handler (seen about once in
+    // ten when several MPI ranks created one new store at once), so wait for it ourselves.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    int wal_rc;
+    while ((wal_rc = sqlite3_exec(c.db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr)) != SQLITE_OK &&
+           (wal_rc & 0xff) == SQLITE_BUSY && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (wal_rc != SQLITE_OK) {
         const int rc = sqlite3_errcode(c.db);
         if (rc == SQLITE_NOTADB)
             throw Error(fmt::format("{}: not a SQLite database, so not a looptune measurement store", path));
