@@ -23,6 +23,7 @@ PACKAGES=(
   libopenblas0 libopenblas-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
   libopenmpi-dev openmpi-bin
+  slurm-wlm munge libpmix-dev
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
