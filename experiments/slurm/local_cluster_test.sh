@@ -197,9 +197,15 @@ wait_job() {
 
 # requeue_now ID: requeues the job and, once it is pending again (a running job passes through
 # COMPLETING first), lifts the hold of about two minutes Slurm puts on a requeued job.
+# Lifting it at once can start the job again within the second its old credential was revoked,
+# and slurmd then refuses the new one ("Killing non-startable batch JobId=4: Job credential
+# revoked", seen in CI; credentials carry whole seconds): wait for the old slurmstepd to be
+# gone and for the clock to move on first.
 requeue_now() {
   scontrol requeue "$1"
   for _ in $(seq 120); do [ "$(job_state "$1")" = PENDING ] && break; sleep 0.5; done
+  for _ in $(seq 120); do pgrep -f "^slurmstepd: \[$1\." >/dev/null || break; sleep 0.5; done
+  sleep 2
   scontrol update JobId="$1" StartTime=now
 }
 
