@@ -71,16 +71,11 @@ void run_actor(int id, const TrainConfig &c, const Dataset &dataset, const QNetC
                     version = published.version;
                 }
             }
-            RlState s = encode_state(env, graph);
-            const int a = epsilon_greedy(net, s, eps, rng);
-            if (a < 0) break;
-            StepResult r = env.step_index(a);
-            ep_reward += r.reward;
+            const ActedStep step = act_epsilon_greedy(net, env, graph, eps, rng, nstep, &outbox);
+            if (!step.acted) break;
+            done = step.done;
+            ep_reward += step.reward;
             best = std::max(best, env.gflops());
-            RlState next = encode_state(env, graph);
-            done = r.done || !any_legal(next);
-            for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
-                outbox.push_back(std::move(t));
             if (outbox.size() >= 16) flush();
             if (++shared.env_steps >= c.steps) shared.stop = true;
         }

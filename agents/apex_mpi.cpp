@@ -165,20 +165,15 @@ void run_actor(int id, int num_actors, const TrainConfig &c, const Dataset &data
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 continue;
             }
-            RlState s = encode_state(env, graph);
-            const int a = epsilon_greedy(net, s, eps, rng);
-            if (a < 0) {
+            const ActedStep step = act_epsilon_greedy(net, env, graph, eps, rng, nstep, &outbox);
+            if (!step.acted) {
                 --side.claimed;
                 break;
             }
-            StepResult r = env.step_index(a);
             ++side.env_steps;
-            ep_reward += r.reward;
+            done = step.done;
+            ep_reward += step.reward;
             best = std::max(best, env.gflops());
-            RlState next = encode_state(env, graph);
-            done = r.done || !any_legal(next);
-            for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
-                outbox.push_back(std::move(t));
             if (outbox.size() >= 16) flush();
         }
         flush();

@@ -57,6 +57,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
 
     RunningMean episode_reward, episode_speedup, loss_mean(200);
     NStepBuilder nstep(c.n_step, c.gamma);
+    std::vector<Transition> completed;
     double ep_reward = 0, ep_base = 0, ep_best = 0, epsilon = c.eps_start, last_eval = -1, last_print = -10;
     bool in_episode = false;
     const int64_t start_steps = env_steps, updates_at_start = learner.updates;
@@ -70,20 +71,17 @@ static TrainSummary train_dqn(const TrainConfig &c) {
         // Act.
         epsilon = c.eps_end + (c.eps_start - c.eps_end) *
                                   std::max(0.0, 1.0 - static_cast<double>(env_steps) / c.eps_decay_steps);
-        RlState s = encode_state(env, graph);
-        const int a = epsilon_greedy(learner.online, s, epsilon, rng);
-        if (a < 0) {  // nothing legal: end the episode early
+        completed.clear();
+        const ActedStep step = act_epsilon_greedy(learner.online, env, graph, epsilon, rng, nstep, &completed);
+        if (!step.acted) {  // nothing legal: end the episode early
             in_episode = false;
             continue;
         }
-        StepResult r = env.step_index(a);
         ++env_steps;
-        ep_reward += r.reward;
+        ep_reward += step.reward;
         ep_best = std::max(ep_best, env.gflops());
-        RlState next = encode_state(env, graph);
-        const bool done = r.done || !any_legal(next);
-        for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done)) replay.add(std::move(t));
-        if (done) {
+        for (Transition &t : completed) replay.add(std::move(t));
+        if (step.done) {
             ++episodes;
             episode_reward.push(ep_reward);
             episode_speedup.push(ep_best / std::max(ep_base, 1e-9));

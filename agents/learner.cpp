@@ -280,6 +280,19 @@ int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng
     return greedy_action(net, s);
 }
 
+ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps, std::mt19937_64 &rng,
+                             NStepBuilder &nstep, std::vector<Transition> *completed) {
+    RlState s = encode_state(env, with_graph);
+    const int a = epsilon_greedy(net, s, eps, rng);
+    if (a < 0) return {};
+    StepResult r = env.step_index(a);
+    RlState next = encode_state(env, with_graph);
+    const bool done = r.done || !any_legal(next);
+    for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
+        completed->push_back(std::move(t));
+    return {true, done, r.reward};
+}
+
 MetricsLog::MetricsLog(const std::string &path, bool append) {
     const bool fresh = !append || !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
     out_.open(path, fresh ? std::ios::trunc : std::ios::app);

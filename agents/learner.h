@@ -69,6 +69,17 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
 /// One ε-greedy choice over the legal actions.
 int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng);
 
+/// What one acting step did.
+struct ActedStep {
+    bool acted = false;  ///< false: nothing was legal, and nothing happened
+    bool done = false;   ///< the episode ended with this step
+    double reward = 0;
+};
+/// One ε-greedy step of an actor under the mask: acts in `env` and appends the n-step
+/// transitions this step completes to `completed`. The loop every trainer's actors run.
+ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps, std::mt19937_64 &rng,
+                             NStepBuilder &nstep, std::vector<Transition> *completed);
+
 /// metrics.csv, appended across resumes.
 class MetricsLog {
 public:
