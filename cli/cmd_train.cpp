@@ -70,7 +70,9 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--space", c.action_space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")->capture_default_str();
     cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")->capture_default_str();
-    cmd->add_option("--store", c.store_path, "Measurement store (default RUN_DIR/store.sqlite)");
+    cmd->add_option("--store", c.store_path,
+                    "Measurement store (default RUN_DIR/store.sqlite); with --distributed mpi, %h becomes the "
+                    "host name and the node stores are merged into RUN_DIR/store.sqlite at the end");
     cmd->add_option("--encoder", c.encoder, "mlp or gnn")->check(CLI::IsMember({"mlp", "gnn"}))->capture_default_str();
     cmd->add_option("--hidden", c.hidden, "Hidden width")->capture_default_str();
     cmd->add_option("--gnn-hidden", c.gnn_hidden, "GNN vertex embedding width")->capture_default_str();
