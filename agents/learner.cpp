@@ -25,7 +25,7 @@ torch::Device pick_device(const std::string &name) {
 }
 
 Learner::Learner(const TrainConfig &config, const QNetConfig &net_config)
-    : config_(config), net_config_(net_config), device_(pick_device(config.device)) {
+    : config_(config), net_config_(net_config), device_(pick_device(config.device)), demo_rng_(config.seed + 17) {
     torch::manual_seed(config.seed);
     online = QNet(net_config);
     target = QNet(net_config);
@@ -81,12 +81,11 @@ float Learner::update(const ReplaySample &batch, std::vector<float> *priorities,
     if (demos && !demos->empty()) {
         // DQfD's large-margin loss: the demonstrated action must beat every other legal one by
         // a margin, which keeps Q-values meaningful (unlike a cross-entropy on them).
-        static thread_local std::mt19937_64 rng(config_.seed + 17);
         std::uniform_int_distribution<size_t> pick(0, demos->size() - 1);
         std::vector<const RlState *> ds;
         std::vector<int64_t> da;
         for (int i = 0; i < std::max<int64_t>(1, B / 2); ++i) {
-            const Demo &d = (*demos)[pick(rng)];
+            const Demo &d = (*demos)[pick(demo_rng_)];
             ds.push_back(&d.state);
             da.push_back(d.action);
         }
@@ -186,6 +185,8 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
         updates = j.value("updates", int64_t{0});
         *counters = j;
         return true;
+    } catch (const looptool::InternalError &) {
+        throw;  // a bug of ours, not a bad checkpoint
     } catch (const looptool::Error &e) {
         throw looptool::Error("cannot resume from " + path + ": " + e.what());
     } catch (const std::exception &e) {
@@ -293,22 +294,6 @@ ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, doubl
     return {true, done, r.reward};
 }
 
-MetricsLog::MetricsLog(const std::string &path, bool append) {
-    const bool fresh = !append || !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
-    out_.open(path, fresh ? std::ios::trunc : std::ios::app);
-    if (!out_) throw looptool::Error("cannot write " + path);
-    if (fresh)
-        out_ << "seconds,env_steps,episodes,updates,epsilon,episode_reward,episode_speedup,loss,eval_speedup\n";
-    out_.flush();
-}
-
-void MetricsLog::write(const Row &r) {
-    out_ << fmt::format("{:.1f},{},{},{},{:.4f},{:.5f},{:.4f},{:.6f},{}\n", r.seconds, r.env_steps, r.episodes,
-                        r.updates, r.epsilon, r.episode_reward, r.episode_speedup, r.loss,
-                        r.eval_speedup < 0 ? std::string() : fmt::format("{:.4f}", r.eval_speedup));
-    out_.flush();
-}
-
 void RunningMean::push(double v) {
     if (values_.size() < n_) {
         values_.push_back(v);
@@ -337,31 +322,14 @@ std::string format_duration(double s) {
 
 namespace looptune {
 
-RunFiles prepare_run_dir(const TrainConfig &config) {
-    if (config.out_dir.empty()) throw looptool::Error("--out RUN_DIR is required");
-    std::filesystem::create_directories(config.out_dir);
-    RunFiles f{config.out_dir + "/checkpoint.pt", config.out_dir + "/policy.pt", config.out_dir + "/metrics.csv"};
-    if (!config.resume && std::filesystem::exists(f.checkpoint))
-        throw looptool::Error(config.out_dir + " already holds a run (checkpoint.pt); pass --resume to continue it "
-                              "or choose another --out");
-    return f;
-}
-
 QNetConfig net_config_for(const TrainConfig &config, const Environment &env) {
     QNetConfig n;
-    n.encoder = config.encoder;
+    n.encoder = name(config.encoder);
     n.hidden = config.hidden;
     n.gnn_hidden = config.gnn_hidden;
     n.gnn_rounds = config.gnn_rounds;
     n.shape = rl_shape(env);
     return n;
-}
-
-std::vector<std::string> eval_files(const TrainConfig &config, const Dataset &dataset) {
-    std::vector<std::string> files = dataset.test;
-    if (config.eval_benchmarks >= 0 && static_cast<int>(files.size()) > config.eval_benchmarks)
-        files.resize(config.eval_benchmarks);
-    return files;
 }
 
 void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner, PrioritizedReplay &replay,

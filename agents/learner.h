@@ -1,9 +1,8 @@
 // Pieces DQN and Ape-X share (LibTorch; agents/*.cpp only): the learner (double-Q n-step TD
 // loss with importance weights, target network, optimizer, checkpoints), the large-margin
-// demonstration loss for warm starts, policy evaluation, and the metrics log.
+// demonstration loss for warm starts, and policy evaluation.
 #pragma once
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <mutex>
 #include <random>
@@ -53,6 +52,7 @@ private:
     QNetConfig net_config_;
     torch::Device device_;
     std::unique_ptr<torch::optim::Adam> optimizer_;
+    std::mt19937_64 demo_rng_;  // picks demonstrations; seeded per learner
 };
 
 /// Environment settings for training and evaluation.
@@ -80,22 +80,6 @@ struct ActedStep {
 ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps, std::mt19937_64 &rng,
                              NStepBuilder &nstep, std::vector<Transition> *completed);
 
-/// metrics.csv, appended across resumes.
-class MetricsLog {
-public:
-    MetricsLog(const std::string &path, bool append);
-    struct Row {
-        double seconds = 0;
-        int64_t env_steps = 0, episodes = 0, updates = 0;
-        double epsilon = 0, episode_reward = 0, episode_speedup = 0, loss = 0;
-        double eval_speedup = -1;  // -1: no evaluation in this row
-    };
-    void write(const Row &r);
-
-private:
-    std::ofstream out_;
-};
-
 /// Mean of the last `n` values pushed.
 class RunningMean {
 public:
@@ -115,14 +99,7 @@ std::string format_duration(double seconds);
 }  // namespace looptune
 
 namespace looptune {
-struct RunFiles {
-    std::string checkpoint, policy, metrics;
-};
-/// Creates out_dir (an error if it exists with a checkpoint and neither --resume is given).
-RunFiles prepare_run_dir(const TrainConfig &config);
 QNetConfig net_config_for(const TrainConfig &config, const Environment &env);
-/// First config.eval_benchmarks files of the test split.
-std::vector<std::string> eval_files(const TrainConfig &config, const Dataset &dataset);
 /// Supervised warm start: the margin loss on demonstrations plus TD on their transitions.
 void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner, PrioritizedReplay &replay,
                                 const std::vector<Demo> &demos);

@@ -195,4 +195,20 @@ std::string decode_text(const std::vector<char> &buffer) {
     return std::string(v.begin(), v.end());
 }
 
+std::string error_text(std::exception_ptr error) {
+    try {
+        std::rethrow_exception(error);
+    } catch (const looptool::InternalError &e) {
+        return std::string(e.what()) + '\1';
+    } catch (const std::exception &e) {
+        return e.what();
+    }
+}
+
+std::exception_ptr error_from_text(const std::string &text) {
+    if (!text.empty() && text.back() == '\1')
+        return std::make_exception_ptr(looptool::InternalError(text.substr(0, text.size() - 1)));
+    return std::make_exception_ptr(looptool::Error(text));
+}
+
 }  // namespace looptune

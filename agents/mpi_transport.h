@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,11 @@ int64_t decode_grant(const std::vector<char> &buffer);
 /// A short text (an error message, or nothing).
 std::vector<char> encode_text(const std::string &text);
 std::string decode_text(const std::vector<char> &buffer);
+
+/// An error as text for another rank with its class kept: a trailing '\1' marks a
+/// looptool::InternalError (a trailing mark survives the "rank R: " put in front on the way).
+/// Anything else travels as a looptool::Error.
+std::string error_text(std::exception_ptr error);
+std::exception_ptr error_from_text(const std::string &text);
 
 }  // namespace looptune

@@ -7,12 +7,14 @@
 
 #include "agents/qnet.h"
 #include "agents/rl_state.h"
+#include "agents/trainer.h"
 #include "looptool/error.h"
 
 namespace looptune {
 
 struct Policy::Impl {
     QNet net{nullptr};
+    bool graph = false;  // the encoder needs states with their graph
 };
 
 Policy::Policy() : impl_(std::make_unique<Impl>()) {}
@@ -27,6 +29,7 @@ Policy Policy::load(const std::string &path) {
         nlohmann::json j = nlohmann::json::parse(p.info_.meta_json);
         p.info_.path = path;
         p.info_.encoder = p.impl_->net->config().encoder;
+        p.impl_->graph = p.info_.encoder == name(Encoder::Gnn);
         p.info_.action_space = j.at("action_space").get<std::string>();
         p.info_.max_steps = j.at("max_steps").get<int>();
         p.info_.max_loops = p.impl_->net->config().shape.max_loops;
@@ -49,7 +52,7 @@ EnvConfig Policy::env_config(EnvConfig base) const {
 int Policy::act(const Environment &env) const {
     if (env.action_space().name != info_.action_space || env.config().max_loops != info_.max_loops)
         throw looptool::Error("the environment is not configured for this policy (use Policy::env_config)");
-    return greedy_action(impl_->net, encode_state(env, info_.encoder == "gnn"));
+    return greedy_action(impl_->net, encode_state(env, impl_->graph));
 }
 
 PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env, const looptool::Program &start) {

@@ -194,6 +194,8 @@ QNet load_policy_file(const std::string &path, std::string *meta_json) {
         net->eval();
         if (meta_json) *meta_json = json;
         return net;
+    } catch (const looptool::InternalError &) {
+        throw;  // a bug of ours, not a bad file
     } catch (const looptool::Error &e) {
         throw looptool::Error(path + ": not a looptune policy file: " + e.what());
     } catch (const std::exception &e) {

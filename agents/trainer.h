@@ -3,7 +3,8 @@
 // is in TrainConfig (settable from the CLI).
 // A run directory holds: checkpoint.pt (weights, target, optimizer, counters; written
 // atomically every checkpoint_every env steps), policy.pt (the online network as a policy
-// file for `looptool tune`), metrics.csv (appended) and store.sqlite unless a store is given.
+// file for `looptool tune`), metrics.csv (appended; trimmed to the checkpoint on resume;
+// agents/metrics.h) and store.sqlite unless a store is given. agents/training_run.h keeps it.
 #pragma once
 
 #include <cstdint>
@@ -12,13 +13,22 @@
 
 namespace looptune {
 
+/// The settings given as words on the command line, parsed once (cli/cmd_train.cpp) into these.
+enum class Trainer { Dqn, Apex };
+enum class Encoder { Mlp, Gnn };           ///< Gnn: states carry their loop-tree graph
+enum class Distributed { Threads, Mpi };   ///< Ape-X actors as threads, or as MPI ranks
+
+const char *name(Trainer t);
+const char *name(Encoder e);
+const char *name(Distributed d);
+
 struct TrainConfig {
     // What to train on and where to write.
     std::string dataset_dir;
     uint64_t split_seed = 0;
     std::string out_dir;
     bool resume = false;              ///< continue from out_dir/checkpoint.pt when present
-    std::string trainer = "dqn";      ///< dqn | apex
+    Trainer trainer = Trainer::Dqn;
     int64_t steps = 20000;            ///< environment steps in total (all actors)
     double max_seconds = 0;           ///< stop earlier after this long (0: no limit)
     uint64_t seed = 0;
@@ -34,7 +44,7 @@ struct TrainConfig {
     std::string store_path;           ///< default: out_dir/store.sqlite
 
     // Network.
-    std::string encoder = "mlp";      ///< mlp | gnn
+    Encoder encoder = Encoder::Mlp;
     int hidden = 256;
     int gnn_hidden = 64;
     int gnn_rounds = 3;
@@ -52,13 +62,13 @@ struct TrainConfig {
     double grad_clip = 10;
     double eps_start = 1.0, eps_end = 0.05;
     int64_t eps_decay_steps = 10000;
-    double updates_per_step = 0.5;    ///< learner updates per environment step (replay ratio)
+    double updates_per_step = 0.5;    ///< learner updates per environment step (replay ratio; Ape-X paces to it)
 
     // Ape-X.
     int actors = 2;
     double apex_eps = 0.4, apex_alpha = 7;  ///< eps_i = eps^(1 + alpha * i / (N - 1))
     int64_t weight_sync = 100;        ///< learner updates between weight publications
-    std::string distributed;          ///< "" (threads only) | "mpi": rank 0 learns, the others act
+    Distributed distributed = Distributed::Threads;  ///< Mpi: rank 0 learns, the others act
     double mpi_timeout = 60;          ///< seconds an MPI rank may stay silent before the run stops
 
     // Bookkeeping.
@@ -67,7 +77,10 @@ struct TrainConfig {
     int eval_benchmarks = 25;         ///< first N of the test split
     std::string device = "auto";      ///< auto | cpu | cuda
 
+    bool graph() const { return encoder == Encoder::Gnn; }  ///< whether states need their graph
+
     std::function<void(const std::string &)> progress;  ///< one status line at a time
+    std::function<void(const std::string &)> note;      ///< a line that stays (resume, checkpoint); default: progress
 };
 
 struct TrainSummary {

@@ -2,9 +2,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "agents/metrics.h"
 #include "agents/trainer.h"
 #include "cli/commands.h"
 #include "experiments/plot.h"
@@ -12,36 +11,41 @@
 
 namespace looptool::cli {
 
-// Training curves from metrics.csv: episode reward and speedup, and the periodic evaluation.
+// Training curves from metrics.csv (read by column name): episode reward and speedup, and the
+// periodic evaluation.
 static void plot_training(const std::string &metrics_csv, const std::string &png) {
-    std::ifstream in(metrics_csv);
-    std::string line;
-    std::getline(in, line);  // header
+    const looptune::MetricsTable table = looptune::MetricsTable::read(metrics_csv);
     looptune::Series reward{"episode reward (mean of last 50)", {}, {}},
         train_speedup{"train episodes: best / naive (mean of last 50)", {}, {}},
         eval{"test split: geomean best / naive (greedy policy)", {}, {}};
-    while (std::getline(in, line)) {
-        std::vector<std::string> f;
-        std::stringstream ss(line);
-        std::string cell;
-        while (std::getline(ss, cell, ',')) f.push_back(cell);
-        if (f.size() < 8) continue;
-        const double step = std::stod(f[1]);
-        reward.x.push_back(step);
-        reward.y.push_back(std::stod(f[5]));
-        train_speedup.x.push_back(step);
-        train_speedup.y.push_back(std::stod(f[6]));
-        if (f.size() >= 9 && !f[8].empty()) {
-            eval.x.push_back(step);
-            eval.y.push_back(std::stod(f[8]));
-        }
-    }
+    table.series("env_steps", "episode_reward", &reward.x, &reward.y);
+    table.series("env_steps", "episode_speedup", &train_speedup.x, &train_speedup.y);
+    table.series("env_steps", "eval_speedup", &eval.x, &eval.y);
     if (train_speedup.x.empty()) return;
     std::vector<looptune::Series> series{train_speedup};
     if (!eval.x.empty()) series.push_back(eval);
     looptune::plot_lines(png, {"Training: speedup over the naive nest", "environment steps", "speedup (x)"}, series);
     looptune::plot_lines(png.substr(0, png.size() - 4) + "_reward.png",
                          {"Training: episode reward", "environment steps", "reward (sum over the episode)"}, {reward});
+}
+
+// A word option stored as one of our enums: the words are parsed here, once, so nothing
+// downstream compares strings (agents/trainer.h gives each value its name).
+template <class E>
+static void add_enum_option(CLI::App *cmd, const std::string &flag, E *field, std::initializer_list<E> values,
+                            const std::string &help) {
+    std::vector<std::string> names;
+    for (E e : values) names.push_back(looptune::name(e));
+    const std::vector<E> all(values);
+    cmd->add_option_function<std::string>(
+           flag,
+           [field, all](const std::string &word) {
+               for (E e : all)
+                   if (word == looptune::name(e)) *field = e;
+           },
+           help)
+        ->check(CLI::IsMember(names))
+        ->default_str(looptune::name(*field));
 }
 
 Run add_train(CLI::App &app) {
@@ -54,7 +58,7 @@ Run add_train(CLI::App &app) {
     auto &c = o->c;
     cmd->add_option("--dataset", c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--out", c.out_dir, "Run directory: checkpoint, policy, metrics, plots")->required();
-    cmd->add_option("--trainer", c.trainer, "dqn or apex")->check(CLI::IsMember({"dqn", "apex"}))->capture_default_str();
+    add_enum_option(cmd, "--trainer", &c.trainer, {looptune::Trainer::Dqn, looptune::Trainer::Apex}, "dqn or apex");
     cmd->add_option("--actors", c.actors, "Ape-X actor threads")->capture_default_str();
     cmd->add_option("--steps", c.steps, "Environment steps in total")->capture_default_str();
     cmd->add_option("--max-seconds", c.max_seconds, "Stop after this long (0: no limit)")->capture_default_str();
@@ -73,7 +77,7 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--store", c.store_path,
                     "Measurement store (default RUN_DIR/store.sqlite); with --distributed mpi, %h becomes the "
                     "host name and the node stores are merged into RUN_DIR/store.sqlite at the end");
-    cmd->add_option("--encoder", c.encoder, "mlp or gnn")->check(CLI::IsMember({"mlp", "gnn"}))->capture_default_str();
+    add_enum_option(cmd, "--encoder", &c.encoder, {looptune::Encoder::Mlp, looptune::Encoder::Gnn}, "mlp or gnn");
     cmd->add_option("--hidden", c.hidden, "Hidden width")->capture_default_str();
     cmd->add_option("--gnn-hidden", c.gnn_hidden, "GNN vertex embedding width")->capture_default_str();
     cmd->add_option("--gnn-rounds", c.gnn_rounds, "GNN message-passing rounds")->capture_default_str();
@@ -90,14 +94,16 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--eps-start", c.eps_start, "DQN: initial epsilon")->capture_default_str();
     cmd->add_option("--eps-end", c.eps_end, "DQN: final epsilon")->capture_default_str();
     cmd->add_option("--eps-decay-steps", c.eps_decay_steps, "DQN: steps of linear decay")->capture_default_str();
-    cmd->add_option("--updates-per-step", c.updates_per_step, "Learner updates per env step")->capture_default_str();
+    cmd->add_option("--updates-per-step", c.updates_per_step,
+                    "Replay ratio: learner updates per env step, for dqn and apex alike (Ape-X actors wait for a "
+                    "learner that falls behind; 0: no learning)")
+        ->capture_default_str();
     cmd->add_option("--apex-eps", c.apex_eps, "Ape-X: base epsilon")->capture_default_str();
     cmd->add_option("--apex-alpha", c.apex_alpha, "Ape-X: epsilon exponent spread")->capture_default_str();
     cmd->add_option("--weight-sync", c.weight_sync, "Ape-X: updates between weight publications")->capture_default_str();
-    cmd->add_option("--distributed", c.distributed,
+    add_enum_option(cmd, "--distributed", &c.distributed, {looptune::Distributed::Threads, looptune::Distributed::Mpi},
                     "Ape-X across processes: mpi (under mpirun/srun; rank 0 learns, every other rank runs "
-                    "--actors actors)")
-        ->check(CLI::IsMember({"mpi"}));
+                    "--actors actors), or threads (all in this process)");
     cmd->add_option("--mpi-timeout", c.mpi_timeout, "MPI: seconds a rank may stay silent before the run stops")
         ->capture_default_str();
     cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")->capture_default_str();
@@ -109,11 +115,13 @@ Run add_train(CLI::App &app) {
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {
         const bool tty = ::isatty(2);
-        if (!o->quiet)
+        if (!o->quiet) {
             o->c.progress = [tty](const std::string &line) {
                 if (tty) fmt::print(stderr, "\r\033[K{}", line);
                 else fmt::print(stderr, "{}\n", line);
             };
+            o->c.note = [tty](const std::string &line) { fmt::print(stderr, "{}{}\n", tty ? "\r\033[K" : "", line); };
+        }
         looptune::TrainSummary s = looptune::train(o->c);
         if (!s.primary) return 0;  // an MPI actor rank: rank 0 reports and writes the run directory
         if (tty && !o->quiet) fmt::print(stderr, "\n");
@@ -123,7 +131,7 @@ Run add_train(CLI::App &app) {
             plot_training(s.metrics_path, plot);
         }
         if (o->json) {
-            print_json({{"out", o->c.out_dir}, {"trainer", o->c.trainer}, {"env_steps", s.env_steps},
+            print_json({{"out", o->c.out_dir}, {"trainer", name(o->c.trainer)}, {"env_steps", s.env_steps},
                         {"episodes", s.episodes}, {"updates", s.updates}, {"seconds", s.seconds},
                         {"eval_speedup", s.eval_speedup}, {"resumed", s.resumed}, {"policy", s.policy_path},
                         {"metrics", s.metrics_path}, {"plot", plot}});

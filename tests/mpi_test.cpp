@@ -86,6 +86,27 @@ TEST(MpiTransport, StatusWeightsGrantsAndText) {
     EXPECT_EQ(decode_text(encode_text("")), "");
 }
 
+TEST(MpiTransport, ErrorsKeepTheirClassAsText) {
+    auto round_trip = [](std::exception_ptr e) {
+        // What crosses ranks is text, and a "rank R: " may be put in front on the way.
+        return looptune::error_from_text("rank 2: " + looptune::error_text(e));
+    };
+    std::exception_ptr user = round_trip(std::make_exception_ptr(looptool::Error("bad dataset")));
+    std::exception_ptr bug = round_trip(std::make_exception_ptr(looptool::InternalError("broken invariant")));
+    try {
+        std::rethrow_exception(user);
+    } catch (const looptool::Error &e) {
+        EXPECT_STREQ(e.what(), "rank 2: bad dataset");
+    }
+    try {
+        std::rethrow_exception(bug);
+    } catch (const looptool::InternalError &e) {
+        EXPECT_STREQ(e.what(), "rank 2: broken invariant");
+    }
+    EXPECT_THROW(std::rethrow_exception(bug), looptool::InternalError);
+    EXPECT_THROW(std::rethrow_exception(user), looptool::Error);
+}
+
 TEST(MpiTransport, TruncatedOrMislabelledBuffersAreErrors) {
     std::vector<char> bytes = encode_transitions({{state(1, true), 1, 1, 1, state(2, true)}}, {1});
     for (size_t cut : {size_t{0}, size_t{3}, size_t{12}, bytes.size() / 2, bytes.size() - 1}) {
@@ -259,6 +280,10 @@ TEST(MpiTraining, ThreeRanksTrainExactlyTheStepsAndResume) {
     EXPECT_GT(j["eval_speedup"].get<double>(), 0);
     EXPECT_FALSE(j["resumed"].get<bool>());
     EXPECT_NE(r.err.find("MPI: rank 0 learns, 2 ranks x 1 actors act"), std::string::npos) << r.err;
+    EXPECT_TRUE(std::regex_search(r.err, std::regex("checkpoint at step \\d+ \\(\\d+ updates\\): run/checkpoint.pt")))
+        << r.err;
+    // The learner never runs ahead of the replay ratio (0.5 by default).
+    EXPECT_LE(j["updates"].get<int>(), 0.5 * 240);
     for (const char *f : {"checkpoint.pt", "policy.pt", "metrics.csv", "store.sqlite"})
         EXPECT_TRUE(fs::exists(dir.path / "run" / f)) << f;
     const std::string metrics = slurp(dir.path / "run/metrics.csv");

@@ -4,9 +4,12 @@
 // not how well a policy tunes (docs/training.md has that, measured).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 
+#include "agents/metrics.h"
 #include "agents/policy.h"
 #include "agents/replay.h"
 #include "agents/trace.h"
@@ -164,6 +167,12 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
 
     // Starting over in the same run directory is refused; --resume continues the counters.
     EXPECT_THROW(train(c), Error);
+    // What a run killed after its checkpoint at 240 leaves: a metrics row past it and a
+    // checkpoint write cut short. The resume drops both.
+    {
+        std::ofstream(dir / "run/metrics.csv", std::ios::app) << "99.0,290,50,145,0.1,0.1,1.1,0.01,,1,1\n";
+        std::ofstream(dir / "run/checkpoint.pt.tmp.99999") << "half a checkpoint";
+    }
     c.resume = true;
     c.steps = 300;
     TrainSummary r = train(c);
@@ -171,6 +180,14 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
     EXPECT_EQ(r.env_steps, 300);
     EXPECT_GE(r.updates, s.updates);
     EXPECT_GT(r.episodes, s.episodes);
+    EXPECT_FALSE(std::filesystem::exists(dir / "run/checkpoint.pt.tmp.99999"));
+    const MetricsTable metrics = MetricsTable::read(dir / "run/metrics.csv");
+    std::vector<double> steps, updates;
+    metrics.series("env_steps", "updates", &steps, &updates);
+    ASSERT_FALSE(steps.empty());
+    EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end())) << "a row past the checkpoint survived the resume";
+    EXPECT_EQ(steps.back(), 300);
+    EXPECT_EQ(std::count(steps.begin(), steps.end(), 240.0), 1);
 
     // The policy file drives a rollout whose best schedule replays and verifies.
     Policy policy = Policy::load(dir / "run/policy.pt");
@@ -188,15 +205,19 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
     EXPECT_TRUE(env.verify(t.best).ok);
 }
 
-TEST(Train, ApexWithTwoActorsAndTheGraphEncoder) {
+TEST(Train, ApexWithTwoActorsAndTheGraphEncoderHoldsTheReplayRatio) {
     TempDir dir("apex");
     TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
-    c.trainer = "apex";
+    c.trainer = Trainer::Apex;
     c.actors = 2;
-    c.encoder = "gnn";
+    c.encoder = Encoder::Gnn;
+    c.updates_per_step = 0.25;
     TrainSummary s = train(c);
-    EXPECT_GE(s.env_steps, 240);
-    EXPECT_GT(s.updates, 0);
+    EXPECT_EQ(s.env_steps, 240);
+    // Pacing, not timing: the learner never runs ahead of 0.25 updates per step, and actors
+    // wait once they are 4 steps each past what the updates pay for, whatever the load.
+    EXPECT_LE(s.updates, 0.25 * 240);
+    EXPECT_GE(s.updates, 0.25 * (240 - 4 * 2));
     Policy policy = Policy::load(dir / "run/policy.pt");
     EXPECT_EQ(policy.info().encoder, "gnn");
     Environment env(policy.env_config(fast_env({})));
@@ -229,17 +250,22 @@ TEST(Train, WarmStartFromTraces) {
               (std::vector<Action>{Action::Down, Action::Down, Action::Vectorize}));
 }
 
-TEST(Train, BadSettingsAreErrors) {
+TEST(Train, BadSettingsAreErrorsAndLeaveNothingBehind) {
     TempDir dir("badtrain");
     TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
     c.steps = 0;
     EXPECT_THROW(train(c), Error);
     c.steps = 10;
-    c.trainer = "ppo";
-    EXPECT_THROW(train(c), Error);
-    c.trainer = "dqn";
     c.dataset_dir = dir / "nowhere";
     EXPECT_THROW(train(c), Error);
+    std::filesystem::create_directories(dir / "empty");
+    c.dataset_dir = dir / "empty";
+    EXPECT_THROW(train(c), Error);
+    c.dataset_dir = dir / "data";
+    c.warmstart = dir / "no_traces.csv";
+    EXPECT_THROW(train(c), Error);
+    // Every input is read before the run directory (and its store and metrics) is created.
+    EXPECT_FALSE(std::filesystem::exists(dir / "run"));
 }
 
 TEST(Policy, MissingOrForeignFilesAreClearErrors) {
