@@ -4,15 +4,38 @@
 //  - broken invariants hit LT_CHECK, which throws InternalError.
 #pragma once
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace looptool {
 
-/// Bad input from a user or a file, or a failure of an external component.
+/// `text` with control characters other than newline and tab written as \xNN, so that file
+/// content quoted in a message shows whole: a NUL byte used to end the message there (what()
+/// is a C string), a carriage return or an escape sequence to garble the terminal.
+inline std::string escape_controls(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (char ch : text) {
+        const auto u = static_cast<unsigned char>(ch);
+        if ((u < 0x20 && ch != '\n' && ch != '\t') || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
+/// Bad input from a user or a file, or a failure of an external component. The message is
+/// escaped here, the one place every quoted piece of file content passes through.
 class Error : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit Error(const std::string &what) : std::runtime_error(escape_controls(what)) {}
+    explicit Error(const char *what) : std::runtime_error(escape_controls(what)) {}
 };
 
 /// A broken invariant: a bug in looptool itself.
