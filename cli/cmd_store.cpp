@@ -2,6 +2,9 @@
 // nodes, check one's integrity.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "env/measurement_store.h"
@@ -25,6 +28,7 @@ nlohmann::json stats_json(const looptune::MeasurementStore::Stats &st) {
             {"machines", st.machines},
             {"best_gflops", st.best_gflops},
             {"best_benchmark", st.best_benchmark},
+            {"invalid_rows", st.invalid},
             {"per_machine", machines}};
 }
 
@@ -37,6 +41,9 @@ void print_stats(const looptune::MeasurementStore::Stats &st) {
     for (const auto &m : st.per_machine)
         fmt::print("  {}: {} measurements, {} benchmarks, best {:.2f} GFLOPS\n", m.machine,
                    m.measurements, m.benchmarks, m.best_gflops);
+    if (st.invalid > 0)
+        fmt::print("invalid:      {} rows with invalid values, left out above (`looptool store check`)\n",
+                   st.invalid);
 }
 
 }  // namespace
@@ -67,7 +74,8 @@ Run add_store(CLI::App &app) {
 
     return [o, stats, merge, check] {
         if (check->parsed()) {
-            auto problems = looptune::MeasurementStore::open(o->store, /*create=*/false)->check();
+            // Read-only: checking someone's database must not change it (not even to WAL).
+            auto problems = looptune::MeasurementStore::open_read_only(o->store)->check();
             if (o->json)
                 print_json({{"path", o->store}, {"ok", problems.empty()}, {"problems", problems}});
             else if (problems.empty())
@@ -78,8 +86,8 @@ Run add_store(CLI::App &app) {
             return problems.empty() ? 0 : 2;
         }
         if (stats->parsed()) {
-            // Reading must not create a store where there was none.
-            auto st = looptune::MeasurementStore::open(o->store, /*create=*/false)->stats();
+            // Read-only: no new file, no journal-mode switch, nothing written.
+            auto st = looptune::MeasurementStore::open_read_only(o->store)->stats();
             if (o->json)
                 print_json(stats_json(st));
             else
@@ -88,15 +96,35 @@ Run add_store(CLI::App &app) {
         }
         LT_CHECK(merge->parsed(), "store: no subcommand parsed");
         // Check every source first, so a typo does not leave a new empty destination behind.
-        for (const auto &src : o->sources) looptune::MeasurementStore::open(src, /*create=*/false);
-        auto dest = looptune::MeasurementStore::open(o->store);
+        for (const auto &src : o->sources) looptune::MeasurementStore::open_read_only(src);
+        // A new destination is written under a temporary name and renamed once every source is
+        // in: damage deep in a source (found only while copying) leaves no destination at all.
+        const bool fresh = !std::filesystem::exists(o->store);
+        const std::string target =
+            fresh ? fmt::format("{}.tmp.{}", o->store, ::getpid()) : o->store;
+        auto remove_target = [&] {
+            for (const char *suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(target + suffix);
+        };
         nlohmann::json merged = nlohmann::json::array();
-        for (const auto &src : o->sources) {
-            int64_t added = dest->merge_from(src);
-            merged.push_back({{"source", src}, {"added", added}});
-            if (!o->json) fmt::print("{}: {} measurements added\n", src, added);
+        looptune::MeasurementStore::Stats st;
+        try {
+            auto dest = looptune::MeasurementStore::open(target);
+            for (const auto &src : o->sources) {
+                int64_t skipped = 0;
+                int64_t added = dest->merge_from(src, &skipped);
+                merged.push_back({{"source", src}, {"added", added}, {"skipped_invalid", skipped}});
+                if (!o->json)
+                    fmt::print("{}: {} measurements added{}\n", src, added,
+                               skipped ? fmt::format(", {} rows with invalid values skipped", skipped) : "");
+            }
+            st = dest->stats();
+            dest.reset();  // closing checkpoints the WAL into the file before the rename
+            if (fresh) std::filesystem::rename(target, o->store);
+        } catch (...) {
+            if (fresh) remove_target();
+            throw;
         }
-        auto st = dest->stats();
+        st.path = o->store;
         if (o->json)
             print_json({{"merged", merged}, {"store", stats_json(st)}});
         else

@@ -95,8 +95,7 @@ struct Connection {
     sqlite3 *db = nullptr;
     std::string path;
 
-    Connection(const std::string &p, bool create) : path(p) {
-        int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    Connection(const std::string &p, int flags) : path(p) {
         int rc = sqlite3_open_v2(p.c_str(), &db, flags, nullptr);
         if (rc != SQLITE_OK) {
             std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -152,6 +151,58 @@ void check_not_directory(const std::string &path) {
         throw Error(fmt::format("{}: is a directory, not a measurement store", path));
 }
 
+// What a valid row holds (docs/store.md): SQLite keeps whatever a foreign writer put in a
+// column (text in a REAL column, -inf), so every reader filters on this.
+constexpr const char *kValidRow =
+    "(typeof(median_gflops) IN ('real', 'integer') AND median_gflops >= 0 AND median_gflops < 1e308 "
+    "AND typeof(cv) IN ('real', 'integer') AND cv >= 0 AND cv < 1e308 "
+    "AND typeof(runs) = 'integer' AND runs >= 0 AND typeof(timestamp) = 'integer' AND timestamp >= 0 "
+    "AND typeof(benchmark) = 'text' AND benchmark <> '' AND typeof(schedule) = 'text' "
+    "AND schedule <> '' AND typeof(machine) = 'text' AND machine <> '')";
+
+// The first read of a file: a foreign or damaged file fails here, with a message saying which.
+void first_read(Connection &c, const char *sql) {
+    if (sqlite3_exec(c.db, sql, nullptr, nullptr, nullptr) == SQLITE_OK) return;
+    if (sqlite3_errcode(c.db) == SQLITE_NOTADB)
+        throw Error(fmt::format("{}: not a SQLite database, so not a looptune measurement store", c.path));
+    throw Error(fmt::format("{}: cannot read as a SQLite database (corrupt?): {}", c.path, sqlite3_errmsg(c.db)));
+}
+
+// Checks that the tables of `c` are a looptune store of a version this code reads.
+// Returns false for a database without tables (which open() initialises).
+bool check_store_meta(Connection &c) {
+    const std::string &path = c.path;
+    int64_t tables = 0;
+    bool has_meta = false;
+    {
+        Stmt s(c.db, "SELECT name FROM sqlite_master WHERE type='table'", path);
+        while (s.step()) {
+            ++tables;
+            if (s.text(0) == "looptune_meta") has_meta = true;
+        }
+    }
+    if (tables == 0) return false;
+    if (!has_meta)
+        throw Error(fmt::format(
+            "{}: a SQLite database but not a looptune measurement store (no looptune_meta table)", path));
+    std::string format, version;
+    {
+        Stmt s(c.db, "SELECT key, value FROM looptune_meta", path);
+        while (s.step()) {
+            if (s.text(0) == "format") format = s.text(1);
+            if (s.text(0) == "schema_version") version = s.text(1);
+        }
+    }
+    if (format != kFormatName)
+        throw Error(fmt::format("{}: not a looptune measurement store (format '{}')", path, format));
+    int v = std::atoi(version.c_str());
+    if (v < 1 || v > MeasurementStore::kSchemaVersion)
+        throw Error(fmt::format("{}: measurement store schema version '{}' is not supported "
+                                "(this looptool reads 1 to {})",
+                                path, version, MeasurementStore::kSchemaVersion));
+    return true;
+}
+
 int64_t now_unix() {
     return std::chrono::duration_cast<std::chrono::seconds>(
                std::chrono::system_clock::now().time_since_epoch())
@@ -165,7 +216,9 @@ struct MeasurementStore::Impl {
     std::mutex mu;
     Stmt lookup, put;
 
-    Impl(const std::string &path, bool create) : conn(path, create) {}
+    bool read_only = false;
+
+    Impl(const std::string &path, int flags) : conn(path, flags), read_only(!(flags & SQLITE_OPEN_READWRITE)) {}
 };
 
 std::string machine_fingerprint(double peak_gflops) {
@@ -195,7 +248,8 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
     if (!create && !std::filesystem::exists(path))
         throw Error(fmt::format("{}: no such measurement store", path));
     check_not_directory(path);
-    auto impl = std::make_unique<Impl>(path, create);
+    auto impl = std::make_unique<Impl>(
+        path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0));
     Connection &c = impl->conn;
 
     // Reading the schema is the first access to the file: it fails here for a foreign file, a
@@ -221,16 +275,7 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
         // Inspect and, if empty, create the schema under the write lock, so two processes
         // creating the same new store do not both initialise it.
         WriteTransaction tx(c);
-        int64_t tables = 0;
-        bool has_meta = false;
-        {
-            Stmt s(c.db, "SELECT name FROM sqlite_master WHERE type='table'", path);
-            while (s.step()) {
-                ++tables;
-                if (s.text(0) == "looptune_meta") has_meta = true;
-            }
-        }
-        if (tables == 0) {
+        if (!check_store_meta(c))
             c.exec(fmt::format(R"(
                 CREATE TABLE looptune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
                 INSERT INTO looptune_meta VALUES ('format', '{}'), ('schema_version', '{}'),
@@ -246,39 +291,44 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
                     PRIMARY KEY (benchmark, schedule, machine));
                 )", kFormatName, kSchemaVersion, now_unix()),
                    "create schema");
-        } else if (!has_meta) {
-            throw Error(fmt::format(
-                "{}: a SQLite database but not a looptune measurement store (no looptune_meta table)",
-                path));
-        }
-        std::string format, version;
-        {
-            Stmt s(c.db, "SELECT key, value FROM looptune_meta", path);
-            while (s.step()) {
-                if (s.text(0) == "format") format = s.text(1);
-                if (s.text(0) == "schema_version") version = s.text(1);
-            }
-        }
-        if (format != kFormatName)
-            throw Error(fmt::format("{}: not a looptune measurement store (format '{}')", path, format));
-        int v = std::atoi(version.c_str());
-        if (v < 1 || v > kSchemaVersion)
-            throw Error(fmt::format("{}: measurement store schema version '{}' is not supported "
-                                    "(this looptool reads 1 to {})",
-                                    path, version, kSchemaVersion));
         tx.commit();
     }
 
-    impl->lookup = Stmt(c.db,
-                        "SELECT median_gflops, runs, cv, timestamp FROM measurements "
-                        "WHERE benchmark = ?1 AND schedule = ?2 AND machine = ?3",
-                        path);
+    prepare_lookup(*impl);
     impl->put = Stmt(c.db,
                      "INSERT INTO measurements VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "
                      "ON CONFLICT (benchmark, schedule, machine) DO UPDATE SET "
                      "median_gflops = excluded.median_gflops, runs = excluded.runs, "
                      "cv = excluded.cv, timestamp = excluded.timestamp",
                      path);
+    return std::unique_ptr<MeasurementStore>(new MeasurementStore(std::move(impl)));
+}
+
+void MeasurementStore::prepare_lookup(Impl &impl) {
+    impl.lookup = Stmt(impl.conn.db,
+                       fmt::format("SELECT median_gflops, runs, cv, timestamp FROM measurements "
+                                   "WHERE benchmark = ?1 AND schedule = ?2 AND machine = ?3 AND {}",
+                                   kValidRow),
+                       impl.conn.path);
+}
+
+std::unique_ptr<MeasurementStore> MeasurementStore::open_read_only(const std::string &path) {
+    if (!std::filesystem::exists(path)) throw Error(fmt::format("{}: no such measurement store", path));
+    check_not_directory(path);
+    // No journal-mode or synchronous pragma: both would write to the file.
+    auto impl = std::make_unique<Impl>(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+    Connection &c = impl->conn;
+    first_read(c, "SELECT count(*) FROM sqlite_master");
+    c.exec("BEGIN", "begin read transaction");
+    try {
+        if (!check_store_meta(c))
+            throw Error(fmt::format("{}: an empty SQLite database, not a looptune measurement store", path));
+    } catch (...) {
+        sqlite3_exec(c.db, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+    }
+    c.exec("COMMIT", "end read transaction");
+    prepare_lookup(*impl);
     return std::unique_ptr<MeasurementStore>(new MeasurementStore(std::move(impl)));
 }
 
@@ -302,6 +352,7 @@ void MeasurementStore::put(const std::string &benchmark, const std::string &sche
     if (!std::isfinite(m.median_gflops) || !std::isfinite(m.cv) || m.runs < 0)
         throw Error(fmt::format("{}: refusing to store a bad measurement ({} GFLOPS, {} runs, cv {})",
                                 path(), m.median_gflops, m.runs, m.cv));
+    if (impl_->read_only) throw Error(fmt::format("{}: opened read-only", path()));
     std::lock_guard lock(impl_->mu);
     WriteTransaction tx(impl_->conn);
     impl_->put.reset()
@@ -329,9 +380,14 @@ MeasurementStore::Stats MeasurementStore::stats() {
             if (s.step()) st.schema_version = std::atoi(s.text(0).c_str());
         }
         {
+            Stmt s(c.db, fmt::format("SELECT COUNT(*) FROM measurements WHERE NOT {}", kValidRow), c.path);
+            if (s.step()) st.invalid = s.integer(0);
+        }
+        {
             Stmt s(c.db,
-                   "SELECT COUNT(*), COUNT(DISTINCT benchmark), COUNT(DISTINCT machine), "
-                   "MAX(median_gflops) FROM measurements",
+                   fmt::format("SELECT COUNT(*), COUNT(DISTINCT benchmark), COUNT(DISTINCT machine), "
+                               "MAX(median_gflops) FROM measurements WHERE {}",
+                               kValidRow),
                    c.path);
             if (s.step()) {
                 st.measurements = s.integer(0);
@@ -342,13 +398,16 @@ MeasurementStore::Stats MeasurementStore::stats() {
         }
         {
             Stmt s(c.db,
-                   "SELECT benchmark FROM measurements ORDER BY median_gflops DESC LIMIT 1", c.path);
+                   fmt::format("SELECT benchmark FROM measurements WHERE {} ORDER BY median_gflops DESC LIMIT 1",
+                               kValidRow),
+                   c.path);
             if (s.step()) st.best_benchmark = s.text(0);
         }
         {
             Stmt s(c.db,
-                   "SELECT machine, COUNT(*), COUNT(DISTINCT benchmark), MAX(median_gflops) "
-                   "FROM measurements GROUP BY machine ORDER BY machine",
+                   fmt::format("SELECT machine, COUNT(*), COUNT(DISTINCT benchmark), MAX(median_gflops) "
+                               "FROM measurements WHERE {} GROUP BY machine ORDER BY machine",
+                               kValidRow),
                    c.path);
             while (s.step())
                 st.per_machine.push_back(
@@ -373,14 +432,45 @@ std::vector<std::string> MeasurementStore::check() {
     } catch (const looptool::Error &e) {
         problems.push_back(e.what());  // damage bad enough to stop the check itself
     }
+    if (!problems.empty()) return problems;
+    // The values: one count per column and rule, so the report says what is wrong where.
+    struct Rule {
+        const char *column, *valid, *what;
+    };
+    static const Rule rules[] = {
+        {"median_gflops", "typeof(median_gflops) IN ('real', 'integer') AND median_gflops >= 0 AND median_gflops < 1e308",
+         "not a finite number >= 0"},
+        {"cv", "typeof(cv) IN ('real', 'integer') AND cv >= 0 AND cv < 1e308", "not a finite number >= 0"},
+        {"runs", "typeof(runs) = 'integer' AND runs >= 0", "not an integer >= 0"},
+        {"timestamp", "typeof(timestamp) = 'integer' AND timestamp >= 0", "not an integer >= 0"},
+        {"benchmark", "typeof(benchmark) = 'text' AND benchmark <> ''", "not a non-empty text"},
+        {"schedule", "typeof(schedule) = 'text' AND schedule <> ''", "not a non-empty text"},
+        {"machine", "typeof(machine) = 'text' AND machine <> ''", "not a non-empty text"},
+    };
+    try {
+        for (const Rule &r : rules) {
+            Stmt s(impl_->conn.db,
+                   fmt::format("SELECT COUNT(*), group_concat(DISTINCT typeof({0})), "
+                               "(SELECT quote({0}) FROM measurements WHERE NOT ({1}) LIMIT 1) "
+                               "FROM measurements WHERE NOT ({1})",
+                               r.column, r.valid),
+                   path());
+            if (s.step() && s.integer(0) > 0)
+                problems.push_back(fmt::format("{} row(s) with {} {} (types: {}; e.g. {})", s.integer(0), r.column,
+                                               r.what, s.text(1), s.text(2)));
+        }
+    } catch (const looptool::Error &e) {
+        problems.push_back(e.what());
+    }
     return problems;
 }
 
-int64_t MeasurementStore::merge_from(const std::string &other_path) {
+int64_t MeasurementStore::merge_from(const std::string &other_path, int64_t *skipped) {
+    if (impl_->read_only) throw Error(fmt::format("{}: opened read-only", path()));
     std::error_code ec;
     if (std::filesystem::equivalent(other_path, path(), ec))
         throw Error(fmt::format("{}: cannot merge a measurement store into itself", other_path));
-    auto other = MeasurementStore::open(other_path, /*create=*/false);
+    auto other = MeasurementStore::open_read_only(other_path);
 
     std::lock_guard lock(impl_->mu);
     std::lock_guard other_lock(other->impl_->mu);
@@ -392,9 +482,14 @@ int64_t MeasurementStore::merge_from(const std::string &other_path) {
     int64_t added = 0;
     try {
         WriteTransaction tx(impl_->conn);
+        if (skipped) {
+            Stmt bad(src.db, fmt::format("SELECT COUNT(*) FROM measurements WHERE NOT {}", kValidRow), src.path);
+            *skipped = bad.step() ? bad.integer(0) : 0;
+        }
         Stmt read(src.db,
-                  "SELECT benchmark, schedule, machine, median_gflops, runs, cv, timestamp "
-                  "FROM measurements",
+                  fmt::format("SELECT benchmark, schedule, machine, median_gflops, runs, cv, timestamp "
+                              "FROM measurements WHERE {}",
+                              kValidRow),
                   src.path);
         Stmt write(impl_->conn.db,
                    "INSERT INTO measurements VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) "

@@ -36,6 +36,10 @@ public:
     /// Throws looptool::Error, naming the path, for a file that is not SQLite, a corrupt one,
     /// a SQLite database that is not a looptune store, or a newer schema version.
     static std::unique_ptr<MeasurementStore> open(const std::string &path, bool create = true);
+    /// Opens an existing store for reading only (SQLITE_OPEN_READONLY): nothing in the file
+    /// changes, not even its journal mode. put() and merge_from() then throw. Same errors as
+    /// open(), and an empty file or database is an error too.
+    static std::unique_ptr<MeasurementStore> open_read_only(const std::string &path);
     ~MeasurementStore();
     MeasurementStore(const MeasurementStore &) = delete;
     MeasurementStore &operator=(const MeasurementStore &) = delete;
@@ -61,18 +65,23 @@ public:
         double best_gflops = 0;
         std::string best_benchmark;  ///< where best_gflops was measured
         std::vector<MachineStats> per_machine;  ///< sorted by machine
+        int64_t invalid = 0;  ///< rows with invalid values (check() says which), left out above
     };
     Stats stats();
 
-    /// SQLite's full integrity check (reads every page; slow on a large store). Returns the
-    /// problems found, empty when the store is sound. open() only checks the header, schema
-    /// and metadata; damage elsewhere surfaces as looptool::Error from the query that reads it.
+    /// SQLite's full integrity check (reads every page; slow on a large store), then the values:
+    /// counts of rows whose GFLOPS or CV are not finite numbers >= 0 (text, -inf, ...), whose
+    /// runs or timestamp are not integers >= 0, or whose key columns are not non-empty text.
+    /// Returns the problems found, empty when the store is sound. open() only checks the
+    /// header, schema and metadata; damage elsewhere surfaces as looptool::Error from the
+    /// query that reads it. lookup(), stats() and merge_from() ignore rows with invalid values.
     std::vector<std::string> check();
 
-    /// Copies every row of the store at `other_path` into this one, in one transaction; rows
-    /// whose key is already here are kept as they are. Returns the number of rows added.
+    /// Copies every valid row of the store at `other_path` into this one, in one transaction;
+    /// rows whose key is already here are kept as they are. Returns the number of rows added
+    /// (`skipped`, when given, receives the number of rows with invalid values left out).
     /// Throws looptool::Error if `other_path` is missing, not a store, or this same file.
-    int64_t merge_from(const std::string &other_path);
+    int64_t merge_from(const std::string &other_path, int64_t *skipped = nullptr);
     /// Writes a consistent copy of the whole store to the new file `dest_path` (for shipping a
     /// node-local store to another host). Throws looptool::Error if `dest_path` exists.
     void snapshot_to(const std::string &dest_path);
@@ -80,6 +89,7 @@ public:
 private:
     struct Impl;
     explicit MeasurementStore(std::unique_ptr<Impl> impl);
+    static void prepare_lookup(Impl &impl);
     std::unique_ptr<Impl> impl_;
 };
 

@@ -385,6 +385,100 @@ TEST_F(MeasurementStoreTest, CliStatsAndMerge) {
     EXPECT_FALSE(fs::exists(path("none.db")));
 }
 
+std::string file_bytes(const std::string &p) {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(MeasurementStoreTest, ReadOnlyCommandsLeaveSomeoneElsesDatabaseAsItWas) {
+    // A store in rollback-journal mode (as another tool might keep it) and a foreign database:
+    // stats and check must not switch them to WAL or write anything.
+    const std::string store = path("delete_mode.db"), foreign = path("foreign.db");
+    MeasurementStore::open(store)->put("b", "s", "m", {.median_gflops = 5, .runs = 1, .cv = 0, .timestamp = 0});
+    raw_query(store, "PRAGMA journal_mode=DELETE");
+    raw_query(foreign, "CREATE TABLE t (x)");
+    ASSERT_EQ(raw_query(store, "PRAGMA journal_mode"), "delete");
+    const std::string store_before = file_bytes(store), foreign_before = file_bytes(foreign);
+    const auto mode_before = fs::status(store).permissions();
+    for (const char *verb : {"stats", "check"}) {
+        std::string cmd = std::string(LOOPTOOL_CLI) + " store " + verb + " --store " + store + " > /dev/null";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        cmd = std::string(LOOPTOOL_CLI) + " store " + verb + " --store " + foreign + " 2> /dev/null";
+        EXPECT_NE(std::system(cmd.c_str()), 0) << cmd;
+    }
+    EXPECT_EQ(file_bytes(store), store_before);
+    EXPECT_EQ(file_bytes(foreign), foreign_before);
+    EXPECT_EQ(fs::status(store).permissions(), mode_before);
+    EXPECT_FALSE(fs::exists(store + "-wal"));
+    EXPECT_EQ(raw_query(store, "PRAGMA journal_mode"), "delete");
+    EXPECT_EQ(raw_query(foreign, "PRAGMA journal_mode"), "delete");
+    // Through the API: reads work, writes are refused.
+    auto ro = MeasurementStore::open_read_only(store);
+    EXPECT_EQ(ro->stats().measurements, 1);
+    EXPECT_TRUE(ro->lookup("b", "s", "m").has_value());
+    EXPECT_THROW(ro->put("b", "s2", "m", {.median_gflops = 1, .runs = 1, .cv = 0, .timestamp = 0}), looptool::Error);
+    EXPECT_THROW(MeasurementStore::open_read_only(foreign), looptool::Error);
+    EXPECT_THROW(MeasurementStore::open_read_only(path("missing.db")), looptool::Error);
+    EXPECT_FALSE(fs::exists(path("missing.db")));
+}
+
+TEST_F(MeasurementStoreTest, CheckValidatesValuesAndReadersSkipInvalidRows) {
+    const std::string p = path("values.db");
+    {
+        auto s = MeasurementStore::open(p);
+        s->put("good", "s", "m", {.median_gflops = 10, .runs = 3, .cv = 0.01, .timestamp = 0});
+        EXPECT_TRUE(s->check().empty());
+    }
+    // What a foreign writer can leave in the columns: SQLite keeps text in a REAL column.
+    raw_query(p, "INSERT INTO measurements VALUES ('b1', 's', 'm', 'fast', 1, 0, 1), "
+                 "('b2', 's', 'm', -9e999, 1, 0, 1), ('b3', 's', 'm', -4, 1, 0, 1), "
+                 "('b4', 's', 'm', 90.76, -1, 'x', 1), ('b5', 's', 'm', 9e999, 1, 0, 1)");
+    auto s = MeasurementStore::open_read_only(p);
+    const auto problems = s->check();
+    ASSERT_EQ(problems.size(), 3u) << ::testing::PrintToString(problems);
+    EXPECT_NE(problems[0].find("4 row(s) with median_gflops not a finite number >= 0"), std::string::npos)
+        << problems[0];
+    EXPECT_NE(problems[0].find("text"), std::string::npos) << problems[0];
+    EXPECT_NE(problems[1].find("1 row(s) with cv"), std::string::npos) << problems[1];
+    EXPECT_NE(problems[2].find("1 row(s) with runs"), std::string::npos) << problems[2];
+    const auto st = s->stats();
+    EXPECT_EQ(st.measurements, 1);
+    EXPECT_EQ(st.invalid, 5);
+    EXPECT_EQ(st.best_gflops, 10);
+    EXPECT_FALSE(s->lookup("b1", "s", "m").has_value());  // re-measured, not taken as 0 GFLOPS
+    // merge copies only the valid rows and says how many it skipped.
+    auto dest = MeasurementStore::open(path("dest.db"));
+    int64_t skipped = -1;
+    EXPECT_EQ(dest->merge_from(p, &skipped), 1);
+    EXPECT_EQ(skipped, 5);
+    // store check through the binary: exit 2 and the counts.
+    const std::string cmd = std::string(LOOPTOOL_CLI) + " store check --store " + p + " > " + path("out.txt");
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
+    EXPECT_NE(file_bytes(path("out.txt")).find("4 row(s) with median_gflops"), std::string::npos);
+}
+
+TEST_F(MeasurementStoreTest, MergeFromADamagedSourceLeavesNoDestination) {
+    const std::string src = path("damaged.db"), dest = path("new.db");
+    {
+        auto s = MeasurementStore::open(src);
+        for (int i = 0; i < 500; ++i)
+            s->put("b", "schedule-" + std::to_string(i) + std::string(200, 'x'), "m",
+                   {.median_gflops = 1, .runs = 1, .cv = 0, .timestamp = 0});
+    }
+    raw_query(src, "PRAGMA wal_checkpoint(TRUNCATE)");
+    {
+        std::fstream f(src, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(10 * 4096);
+        for (int i = 0; i < 4096; ++i) f.put(char(0xff));
+    }
+    const std::string cmd = std::string(LOOPTOOL_CLI) + " store merge --store " + dest + " " + src + " 2> " +
+                            path("err.txt") + " > /dev/null";
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 1) << file_bytes(path("err.txt"));
+    EXPECT_NE(file_bytes(path("err.txt")).find(src), std::string::npos) << file_bytes(path("err.txt"));
+    for (const auto &e : fs::directory_iterator(dir_))
+        EXPECT_EQ(e.path().filename().string().rfind("new.db", 0), std::string::npos) << e.path();
+}
+
 TEST(MachineFingerprint, NamesCpuAndRoundedPeak) {
     std::string f = machine_fingerprint(226.4);
     EXPECT_NE(f.find("|peak=226"), std::string::npos) << f;
