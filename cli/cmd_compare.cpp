@@ -36,6 +36,7 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--out", o->c.out_dir, "Output directory (resumed if it holds results.csv)")->required();
     cmd->add_option("--policy", o->policy, "Policy file for the `policy` method (default: the shipped one)");
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG plots");
+    add_max_memory_option(cmd, o->c.max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {
         o->c.split = looptune::parse_split(o->split);

@@ -5,7 +5,7 @@
 #include "env/graph_observation.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
-#include "looptool/interpreter.h"
+#include "looptool/verify.h"
 #include "looptool/text_format.h"
 
 namespace looptool::cli {
@@ -49,8 +49,9 @@ Run add_read(CLI::App &app) {
     struct Opts {
         std::string bench, actions, actions_file, space = "full", observe, graph, store;
         bool skip_illegal = false, json = false, quiet = false, naive = false, measure = true, verify = false;
-        double tolerance = 1e-4;
+        double tolerance = 1;
         int max_loops = 10;
+        int64_t max_memory = 0;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("--bench", o->bench, "Benchmark file (ours or loop_tool's format)")->required();
@@ -63,8 +64,8 @@ Run add_read(CLI::App &app) {
                   "Skip illegal actions (as LoopTune's reader did) instead of failing");
     cmd->add_flag("--naive", o->naive,
                   "Start from the benchmark's naive nest instead of the schedule stored in the file");
-    cmd->add_option("--tolerance", o->tolerance, "Relative error allowed in verification")
-        ->capture_default_str();
+    add_tolerance_option(cmd, o->tolerance);
+    add_max_memory_option(cmd, o->max_memory);
     cmd->add_option("--observe", o->observe,
                     "Observation spaces to print after each step: runtime, flops, ir, loop_tree, "
                     "loops_tensor, stride_tensor, prev_actions_tensor");
@@ -84,6 +85,8 @@ Run add_read(CLI::App &app) {
         cfg.action_space = o->space;
         cfg.store_path = o->store;
         cfg.verify = o->verify;
+        cfg.max_memory = o->max_memory;
+        cfg.reference.progress = true;  // on stderr, after 1 s
         cfg.max_loops = o->max_loops;
         cfg.max_steps = 1 << 30;
         cfg.measure_enabled = o->measure;
@@ -163,14 +166,14 @@ Run add_read(CLI::App &app) {
         Comparison cmp;
         std::string how;
         if (small) {
-            cmp = verify_schedule(final_program, 1, o->tolerance);
+            cmp = verify_schedule(final_program, 1, o->tolerance, cfg.reference);
             how = "interpreter";
         }
         if ((o->measure || !small) && cmp.ok) {
             Comparison k = env.verify(final_program, o->tolerance);
             how += how.empty() ? "JIT kernel" : " and JIT kernel";
             if (!k.ok || !small) cmp = k;
-            else cmp.max_rel_error = std::max(cmp.max_rel_error, k.max_rel_error);
+            else cmp.max_error_ratio = std::max(cmp.max_error_ratio, k.max_error_ratio);
         }
         std::string tree_graph, flow_graph;
         if (!o->graph.empty()) {
@@ -191,8 +194,15 @@ Run add_read(CLI::App &app) {
             j["gflops"] = env.gflops();
             j["verified"] = cmp.ok;
             j["verified_with"] = how;
-            j["max_rel_error"] = cmp.max_rel_error;
-            if (!cmp.ok) j["first_mismatch"] = cmp.first_mismatch;
+            j["max_error_ratio"] = cmp.max_error_ratio;
+            j["tolerance"] = o->tolerance;
+            j["checked_elements"] = cmp.checked;
+            j["output_elements"] = cmp.total;
+            j["unbounded_elements"] = cmp.unbounded;
+            if (!cmp.ok) {
+                j["mismatches"] = cmp.mismatches;
+                j["first_mismatch"] = cmp.first_mismatch;
+            }
             if (!o->graph.empty()) {
                 j["loop_tree_graph"] = tree_graph;
                 j["dataflow_graph"] = flow_graph;
@@ -205,11 +215,12 @@ Run add_read(CLI::App &app) {
             else
                 fmt::print("final loop tree:\n{}\n", dump(final_program));
             if (cmp.ok)
-                fmt::print("verified ({}): matches the reference (max relative error {:.2e})\n", how,
-                           cmp.max_rel_error);
+                fmt::print("verified ({}): matches the reference on {} (largest error {:.3g}x its bound{})\n",
+                           how, cmp.coverage(), cmp.max_error_ratio,
+                           cmp.unbounded ? fmt::format(", {} not bounded", cmp.unbounded) : "");
             else
-                fmt::print("MISMATCH ({}): {} (max relative error {:.2e})\n", how, cmp.first_mismatch,
-                           cmp.max_rel_error);
+                fmt::print("MISMATCH ({}): {} of {} differ beyond {} x the error bound; first {}\n", how,
+                           cmp.mismatches, cmp.coverage(), o->tolerance, cmp.first_mismatch);
             fmt::print("{}{}", tree_graph, flow_graph);
         }
         return cmp.ok ? 0 : 2;

@@ -21,6 +21,7 @@ Run add_search(CLI::App &app) {
         int limit = 0, sample = 0;
         looptune::SearchConfig search;
         bool verify = false, json = false, naive = false;
+        int64_t max_memory = 0;
     };
     auto o = std::make_shared<Opts>();
     std::string algos;
@@ -49,6 +50,7 @@ Run add_search(CLI::App &app) {
     cmd->add_option("--store", o->store, "SQLite measurement store shared across runs");
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
+    add_max_memory_option(cmd, o->max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
         std::vector<std::string> benches = o->benches;
@@ -73,6 +75,8 @@ Run add_search(CLI::App &app) {
         cfg.action_space = o->space;
         cfg.store_path = o->store;
         cfg.verify = o->verify;
+        cfg.max_memory = o->max_memory;
+        cfg.reference.progress = true;
         looptune::Environment env(cfg);
         for (size_t i = 0; i < benches.size(); ++i) {
             if (traced.count(benches[i])) continue;
@@ -80,7 +84,9 @@ Run add_search(CLI::App &app) {
             env.reset(start);
             looptune::SearchResult r = looptune::run_search(o->algo, env, start, o->search);
             Comparison cmp = env.verify(r.best);
-            if (!cmp.ok) throw Error(fmt::format("the best schedule failed verification: {}", cmp.first_mismatch));
+            if (!cmp.ok)
+                throw Error(fmt::format("the best schedule failed verification ({} of {}): {}", cmp.mismatches,
+                                        cmp.coverage(), cmp.first_mismatch));
             if (!o->trace.empty())
                 looptune::append_traces(o->trace, {{benches[i], r.algo, r.best_gflops, r.base_gflops, r.actions}});
             const double peak = env.max_gflops();

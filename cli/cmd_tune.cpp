@@ -15,12 +15,14 @@ Run add_tune(CLI::App &app) {
         std::vector<std::string> benches;
         std::string policy, store;
         bool json = false, verify = false;
+        int64_t max_memory = 0;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("--bench", o->benches, "Benchmark file (repeatable: one policy load for all)")->required();
     cmd->add_option("--policy", o->policy, "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o->store, "SQLite measurement store");
     cmd->add_flag("--verify", o->verify, "Check every newly compiled kernel against the reference interpreter");
+    add_max_memory_option(cmd, o->max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
         // Loading LibTorch's shared libraries (~1.4 s at process start) is not part of this:
@@ -31,6 +33,8 @@ Run add_tune(CLI::App &app) {
         looptune::EnvConfig base;
         base.store_path = o->store;
         base.verify = o->verify;
+        base.max_memory = o->max_memory;
+        base.reference.progress = true;
         looptune::Environment env(policy.env_config(base));
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
         nlohmann::json results = nlohmann::json::array();

@@ -49,6 +49,7 @@ Run add_validate(CLI::App &app) {
         std::string file, dataset, space = "full", store;
         double tolerance_pct = 20;
         bool verify = false, json = false;
+        int64_t max_memory = 0;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("episodes", o->file,
@@ -62,6 +63,7 @@ Run add_validate(CLI::App &app) {
     cmd->add_option("--store", o->store, "SQLite measurement store");
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
+    add_max_memory_option(cmd, o->max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
         auto rows = parse_csv(read_file(o->file), o->file);
@@ -71,6 +73,8 @@ Run add_validate(CLI::App &app) {
         cfg.action_space = o->space;
         cfg.store_path = o->store;
         cfg.verify = o->verify;
+        cfg.max_memory = o->max_memory;
+        cfg.reference.progress = true;
         cfg.max_steps = 1 << 30;
         looptune::Environment env(cfg);
         nlohmann::json results = nlohmann::json::array();
@@ -106,7 +110,8 @@ Run add_validate(CLI::App &app) {
                 double diff_pct = reported > 0 ? 100 * (measured - reported) / reported : INFINITY;
                 res.update({{"reported_gflops", reported}, {"measured_gflops", measured},
                             {"difference_pct", diff_pct}, {"verified", cmp.ok},
-                            {"max_rel_error", cmp.max_rel_error}});
+                            {"max_error_ratio", cmp.max_error_ratio},
+                            {"checked_elements", cmp.checked}});
                 if (!cmp.ok) problems.push_back("numerics differ from the reference: " + cmp.first_mismatch);
                 if (std::abs(diff_pct) > o->tolerance_pct)
                     problems.push_back(fmt::format("GFLOPS {:.2f} measured vs {:.2f} reported ({:+.1f}%)",

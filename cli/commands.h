@@ -26,6 +26,12 @@ Run add_slurm_train(CLI::App &app);
 /// Splits "a, b,c" at commas, dropping spaces and empty items.
 std::vector<std::string> split_list(const std::string &text);
 
+/// Adds --max-memory (a size in bytes, units accepted) filling EnvConfig::max_memory.
+void add_max_memory_option(CLI::App *cmd, int64_t &bytes);
+
+/// Adds --tolerance: the factor on the verification's error bound, checked finite and >= 0.
+void add_tolerance_option(CLI::App *cmd, double &factor);
+
 /// Prints `j` as one JSON document on stdout.
 void print_json(const nlohmann::json &j);
 

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "looptool/error.h"
+#include "looptool/verify.h"
 
 namespace looptool::cli {
 void print_json(const nlohmann::json &j) { std::cout << j.dump(2) << std::endl; }
@@ -24,6 +25,33 @@ std::vector<std::string> split_list(const std::string &text) {
         }
     }
     return out;
+}
+
+void add_max_memory_option(CLI::App *cmd, int64_t &bytes) {
+    cmd->add_option("--max-memory", bytes,
+                    "Refuse a benchmark whose buffers and reference would need more memory than "
+                    "this (bytes, or with a unit: 512MB, 8GB, 8GiB); default: MemAvailable")
+        ->transform(CLI::AsSizeValue(true))
+        ->check(CLI::PositiveNumber);
+}
+
+void add_tolerance_option(CLI::App *cmd, double &factor) {
+    cmd->add_option("--tolerance", factor,
+                    "Factor on the forward error bound in verification (docs/measurement.md): "
+                    "finite, >= 0; 1 is the bound itself")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string &s) -> std::string {
+                try {
+                    check_tolerance(std::stod(s), "--tolerance");
+                } catch (const Error &e) {
+                    return e.what();
+                } catch (const std::exception &) {
+                    return "--tolerance: not a number: " + s;
+                }
+                return {};
+            },
+            "FACTOR>=0"));
 }
 }  // namespace looptool::cli
 

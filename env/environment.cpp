@@ -7,6 +7,7 @@
 
 #include "env/observations.h"
 #include "looptool/error.h"
+#include "looptool/memory.h"
 #include "looptool/text_format.h"
 
 namespace looptune {
@@ -38,12 +39,22 @@ void Environment::reset(const std::string &benchmark_path) {
 void Environment::reset(const Program &program) {
     const bool same_computation =
         program_.comp && (program_.comp == program.comp || *program_.comp == *program.comp);
-    program_ = program;
     if (!same_computation) {
-        buffers_ = make_buffers(*program_.comp, 1);
+        // Refuse before allocating (and before changing the episode): the buffers, and with
+        // verify the kernel's output copy and the reference.
+        const Computation &c = *program.comp;
+        int64_t need = buffer_bytes(c);
+        if (config_.verify) need += buffer_bytes(c) + reference_bytes(c, config_.reference);
+        check_memory(c, need, config_.verify ? "its tensors, a copy and the reference" : "its tensors",
+                     config_.max_memory);
+        program_ = {};
+        buffers_ = {};
+        reference_ = {};
         cache_.clear();
         have_reference_ = false;
+        buffers_ = make_buffers(c, 1);
     }
+    program_ = program;
     steps_ = 0;
     history_.clear();
     gflops_ = evaluate(program_);
@@ -98,14 +109,17 @@ Buffers with_inputs_of(const Computation &c, const Buffers &b, float fill) {
 
 void Environment::ensure_reference() {
     if (have_reference_) return;
-    reference_ = with_inputs_of(*program_.comp, buffers_, 0.0f);
-    run_reference(*program_.comp, reference_);
+    reference_ = compute_reference(*program_.comp, buffers_, config_.reference);
     have_reference_ = true;
 }
 
 Comparison Environment::verify(const Program &p, double tolerance) {
     if (!program_.comp || !(*p.comp == *program_.comp))
         throw Error("verify(): the program is not of the current benchmark");
+    check_tolerance(tolerance);
+    const Computation &c = *p.comp;
+    check_memory(c, buffer_bytes(c) + (have_reference_ ? 0 : reference_bytes(c, config_.reference)),
+                 "verification (a copy of its tensors and the reference)", config_.max_memory);
     ensure_reference();
     // NaN in every non-input tensor: an element the kernel fails to write, or a temporary it
     // fails to zero, shows up as a mismatch.

@@ -17,7 +17,7 @@
 #include "env/measurement_store.h"
 #include "env/observations.h"
 #include "looptool/actions.h"
-#include "looptool/interpreter.h"
+#include "looptool/verify.h"
 #include "looptool/jit.h"
 #include "looptool/measure.h"
 
@@ -29,6 +29,11 @@ struct EnvConfig {
     int max_loops = 10;                     ///< rows of loops_tensor
     std::string store_path;                 ///< SQLite measurement store; empty: none
     bool verify = false;                    ///< check each new kernel against the reference
+    /// Refuse a benchmark whose buffers (and reference, with verify) need more bytes than this
+    /// (--max-memory); 0: only what /proc/meminfo's MemAvailable allows.
+    int64_t max_memory = 0;
+    /// How the reference for verify() is computed: full, or sampled on large problems.
+    looptool::ReferenceOptions reference;
     bool measure_enabled = true;            ///< false: no JIT or measurement, G is always 0
     double max_gflops = 0;                  ///< the reward's roof; 0: looptool::max_gflops()
     /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
@@ -81,9 +86,10 @@ public:
     /// without changing the episode. Searches use this.
     double evaluate(const looptool::Program &p, StepInfo *info = nullptr);
 
-    /// Runs p's JIT kernel on fresh random inputs and compares its outputs with the reference
-    /// interpreter (computed once per computation).
-    looptool::Comparison verify(const looptool::Program &p, double tolerance = 1e-4);
+    /// Runs p's JIT kernel on the environment's random inputs and compares its outputs with the
+    /// double-precision reference (computed once per computation; sampled on large problems,
+    /// EnvConfig::reference): `tolerance` is a factor on the forward error bound.
+    looptool::Comparison verify(const looptool::Program &p, double tolerance = 1);
 
     struct Counters {
         int64_t compiles = 0, measurements = 0, cache_hits = 0, store_hits = 0, verified = 0;
@@ -100,7 +106,7 @@ private:
 
     looptool::Program program_;
     looptool::Buffers buffers_;
-    looptool::Buffers reference_;  // outputs of run_reference on buffers_'s inputs
+    looptool::Reference reference_;  // of buffers_'s inputs
     bool have_reference_ = false;
     void ensure_reference();
     std::unordered_map<std::string, double> cache_;  // schedule_key -> GFLOPS

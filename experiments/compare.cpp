@@ -256,6 +256,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
     judge_cfg.action_space = c.space;
     judge_cfg.max_steps = 1 << 30;
     judge_cfg.measure = MeasureOptions{};
+    judge_cfg.max_memory = c.max_memory;
     Environment judge(judge_cfg);
     const double peak = judge.max_gflops();
 
@@ -289,6 +290,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
                     EnvConfig cfg;
                     cfg.action_space = c.space;
                     cfg.store_path = c.store_path;
+                    cfg.max_memory = c.max_memory;
                     cfg.max_steps = c.max_steps;
                     Environment env(cfg);  // fresh caches: no method profits from another's work
                     env.reset(naive);

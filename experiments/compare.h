@@ -32,6 +32,7 @@ struct CompareConfig {
     uint64_t seed = 0;
     std::string space = "full";
     std::string store_path;     ///< shared measurement store (optional)
+    int64_t max_memory = 0;     ///< EnvConfig::max_memory of every environment (--max-memory)
     std::string out_dir;
     int limit = 0;              ///< first N benchmarks of the split (0: all)
     /// Only these benchmark names (after the split); empty: all. Names missing from the split

@@ -110,36 +110,6 @@ struct ScheduleRunner {
 
 }  // namespace
 
-void run_reference(const Computation &c, Buffers &b) {
-    for (const auto &s : c.stmts) {
-        // Iterate over the statement's domain with the reduction (if any) innermost, so each
-        // output element is accumulated in double before one rounding to float.
-        const std::vector<int> out_vars = vars_of(s.out);
-        std::vector<int> red_vars;
-        for (int v : vars_of(s))
-            if (std::find(out_vars.begin(), out_vars.end(), v) == out_vars.end())
-                red_vars.push_back(v);
-        std::vector<int64_t> idx(c.vars.size(), 0);
-        auto &out_buf = b.data[size_t(s.out.tensor)];
-        // Odometer over out_vars, then over red_vars.
-        auto next = [&](const std::vector<int> &vs) {
-            for (size_t i = vs.size(); i-- > 0;) {
-                int v = vs[i];
-                if (++idx[size_t(v)] < c.vars[size_t(v)].extent) return true;
-                idx[size_t(v)] = 0;
-            }
-            return false;
-        };
-        do {
-            double acc = 0;
-            do acc += eval<double>(c, s.value, b, idx);
-            while (next(red_vars));
-            float &out = out_buf[size_t(flat_index(c, s.out, idx))];
-            out = s.reduce == ReduceKind::Sum ? float(double(out) + acc) : float(acc);
-        } while (next(out_vars));
-    }
-}
-
 void run_schedule(const Program &p, Buffers &b) {
     const Computation &c = *p.comp;
     for (const auto &nest : p.tree.nests) {
@@ -149,40 +119,6 @@ void run_schedule(const Program &p, Buffers &b) {
         for (size_t v = 0; v < c.vars.size(); ++v) r.avail[v] = c.vars[v].extent;
         r.run(0);
     }
-}
-
-Comparison compare_outputs(const Computation &c, const Buffers &want, const Buffers &got,
-                           double tolerance) {
-    Comparison r;
-    for (size_t t = 0; t < c.tensors.size(); ++t) {
-        if (c.tensors[t].kind != TensorKind::Output) continue;
-        const auto &w = want.data[t];
-        const auto &g = got.data[t];
-        LT_CHECK(w.size() == g.size(), "buffer sizes differ");
-        double scale = 0;
-        for (float x : w) scale = std::max(scale, double(std::abs(x)));
-        for (size_t i = 0; i < w.size(); ++i) {
-            double denom = std::max(double(std::abs(w[i])), 1e-2 * scale);
-            double err = denom > 0 ? std::abs(double(g[i]) - double(w[i])) / denom
-                                   : std::abs(double(g[i]));
-            if (!(err <= tolerance) && r.ok) {  // NaN counts as a mismatch
-                r.ok = false;
-                r.first_mismatch = fmt::format("{}[{}]: got {}, want {} (relative error {:.3g})",
-                                               c.tensors[t].name, i, g[i], w[i], err);
-            }
-            if (std::isnan(err)) err = INFINITY;
-            r.max_rel_error = std::max(r.max_rel_error, err);
-        }
-    }
-    return r;
-}
-
-Comparison verify_schedule(const Program &p, uint64_t seed, double tolerance) {
-    Buffers want = make_buffers(*p.comp, seed);
-    Buffers got = want;
-    run_reference(*p.comp, want);
-    run_schedule(p, got);
-    return compare_outputs(*p.comp, want, got, tolerance);
 }
 
 }  // namespace looptool

@@ -1,7 +1,6 @@
-// Reference execution, used to check every transformation and every JIT kernel:
-//  - run_reference(): schedule-independent plain loops over each statement's full domain,
-//    accumulating in double precision;
-//  - run_schedule(): executes a loop tree exactly as scheduled (tails included), in float.
+// Buffers for a computation's tensors and the scheduled interpreter, run_schedule(): the
+// definition of the loop semantics. The double-precision reference that every transformation
+// and every JIT kernel is checked against is in looptool/verify.h.
 #pragma once
 
 #include <cstdint>
@@ -39,22 +38,8 @@ struct Buffers {
 /// Inputs uniformly random in [-1, 1) from `seed`; every other tensor zero.
 Buffers make_buffers(const Computation &c, uint64_t seed);
 
-void run_reference(const Computation &c, Buffers &b);
+/// Executes a loop tree exactly as scheduled (tails included), in float: a float kernel that
+/// verify_schedule() (looptool/verify.h) checks against the double-precision reference.
 void run_schedule(const Program &p, Buffers &b);
-
-struct Comparison {
-    bool ok = true;
-    double max_rel_error = 0;
-    std::string first_mismatch;  // empty when ok
-};
-
-/// Compares the output tensors. An element's relative error is |got - want| divided by
-/// max(|want|, 1e-2 * max |want| over the tensor), so tiny reference values near zero are
-/// judged on the tensor's scale.
-Comparison compare_outputs(const Computation &c, const Buffers &want, const Buffers &got,
-                           double tolerance = 1e-4);
-
-/// Runs the reference and the scheduled interpreter on the same random inputs and compares.
-Comparison verify_schedule(const Program &p, uint64_t seed = 1, double tolerance = 1e-4);
 
 }  // namespace looptool

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "looptool/error.h"
-#include "looptool/interpreter.h"
+#include "looptool/verify.h"
 #include "test_util.h"
 
 using namespace looptool;

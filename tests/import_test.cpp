@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "looptool/error.h"
-#include "looptool/interpreter.h"
+#include "looptool/verify.h"
 #include "looptool/text_format.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "looptool/error.h"
-#include "looptool/interpreter.h"
+#include "looptool/verify.h"
 #include "test_util.h"
 
 using namespace looptool;
