@@ -21,7 +21,7 @@ namespace looptool {
 struct ReferenceOptions {
     /// Term evaluations (statement domain points) the full reference may cost; above it a
     /// seeded random sample of output elements is computed, each from its own reduction.
-    /// 2^25 terms take ~0.5 s on the reference machine.
+    /// 2^25 terms: well under a second of CPU (docs/measurement.md).
     double max_terms = double(int64_t(1) << 25);
     /// Output elements checked at least when sampling, whatever the cost.
     int64_t min_sample = 64;
