@@ -63,26 +63,38 @@ Run add_compare(CLI::App &app) {
             if (tty) fmt::print(stderr, "\r\033[K{}", line);
             else fmt::print(stderr, "{}\n", line);
         };
+        o->c.on_failure = [tty](const looptune::CompareRow &r) {
+            fmt::print(stderr, "{}error: {} {}: {} (recorded as failed; going on)\n", tty ? "\r\033[K" : "",
+                       r.benchmark, r.method, r.error);
+        };
         auto rows = looptune::run_compare(o->c);
         if (tty) fmt::print(stderr, "\n");
         auto sums = looptune::summarize(rows, o->c.methods);
+        nlohmann::json failed = nlohmann::json::array();
+        for (const auto &r : rows)
+            if (r.failed()) failed.push_back({{"benchmark", r.benchmark}, {"method", r.method}, {"error", r.error}});
         if (o->json) {
             nlohmann::json j = nlohmann::json::array();
             for (const auto &s : sums)
-                j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"mean_gflops", s.mean_gflops},
-                             {"geomean_gflops", s.geomean_gflops}, {"geomean_speedup", s.geomean_speedup},
-                             {"geomean_vs_openblas", s.geomean_vs_openblas}, {"mean_seconds", s.mean_seconds}});
-            print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}});
+                j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"failed", s.failed},
+                             {"mean_gflops", s.mean_gflops}, {"geomean_gflops", s.geomean_gflops},
+                             {"geomean_speedup", s.geomean_speedup}, {"geomean_vs_openblas", s.geomean_vs_openblas},
+                             {"mean_seconds", s.mean_seconds}});
+            print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}, {"failed", failed}});
         } else {
-            fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "mean GF", "geomean GF",
-                       "speedup", "vs BLAS", "mean s");
+            fmt::print("{:<10} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "failed", "mean GF",
+                       "geomean GF", "speedup", "vs BLAS", "mean s");
             for (const auto &s : sums)
-                fmt::print("{:<10} {:>5} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
-                           s.benchmarks, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                fmt::print("{:<10} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
+                           s.benchmarks, s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
                            s.geomean_vs_openblas, s.mean_seconds);
-            fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
+            if (rows.empty()) fmt::print("no benchmarks to compare; nothing written\n");
+            else fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
         }
-        return 0;
+        if (!failed.empty())
+            fmt::print(stderr, "{} of {} rows failed (the `error` column of results.csv)\n", failed.size(),
+                       rows.size());
+        return failed.empty() ? 0 : 2;  // 2: the run finished, some rows failed
     };
 }
 
