@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "agents/policy.h"
 #include "experiments/compare.h"
 #include "looptool/error.h"
@@ -24,12 +25,15 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--dataset", o->c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--split", o->split, "train, test or all")->capture_default_str();
     cmd->add_option("--methods", o->methods, "Comma-separated methods")->capture_default_str();
-    cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")->capture_default_str();
-    cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")->capture_default_str();
+    cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--seed", o->c.seed, "Random seed")->capture_default_str();
     cmd->add_option("--space", o->c.space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->c.store_path, "SQLite measurement store shared by the searches");
-    cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str();
+    cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str()
+        ->check(at_least(0));
     cmd->add_option("--benchmarks", o->benchmarks,
                     "Only these benchmarks (comma-separated names), or 'looptune' for LoopTune's 25 "
                     "test benchmarks");

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
 
@@ -28,23 +29,31 @@ Run add_search(CLI::App &app) {
     cmd->add_option("--bench", o->benches, "Benchmark file (repeatable)");
     cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead");
     cmd->add_option("--split", o->split, "With --dataset: train, test or all")->capture_default_str();
-    cmd->add_option("--limit", o->limit, "With --dataset: only the first N benchmarks (0: all)")->capture_default_str();
+    cmd->add_option("--limit", o->limit, "With --dataset: only the first N benchmarks (0: all)")->capture_default_str()
+        ->check(at_least(0));
     cmd->add_option("--sample", o->sample,
                     "With --dataset: N benchmarks of the split drawn at random (seeded by --seed)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(at_least(0));
     cmd->add_option("--trace", o->trace,
                     "Append each benchmark's best sequence to this CSV (warm starts for `train --warmstart`); "
                     "benchmarks already traced with this algorithm are skipped");
     cmd->add_option("--algo", o->algo, "Search algorithm: " + algos)
         ->check(CLI::IsMember(looptune::search_algorithms()))
         ->capture_default_str();
-    cmd->add_option("--budget-s", o->search.budget_s, "Wall-clock budget in seconds")->capture_default_str();
-    cmd->add_option("--steps", o->search.max_steps, "Actions per sequence")->capture_default_str();
+    cmd->add_option("--budget-s", o->search.budget_s, "Wall-clock budget in seconds")->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--steps", o->search.max_steps, "Actions per sequence")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--seed", o->search.seed, "Random seed (random, genetic)")->capture_default_str();
-    cmd->add_option("--population", o->search.population, "genetic: population size")->capture_default_str();
-    cmd->add_option("--generations", o->search.generations, "genetic: generations at most")->capture_default_str();
-    cmd->add_option("--crossover", o->search.crossover_rate, "genetic: crossover rate")->capture_default_str();
-    cmd->add_option("--mutation", o->search.mutation_rate, "genetic: per-gene mutation rate")->capture_default_str();
+    cmd->add_option("--population", o->search.population, "genetic: population size")->capture_default_str()
+        ->check(at_least(2));
+    cmd->add_option("--generations", o->search.generations, "genetic: generations at most")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--crossover", o->search.crossover_rate, "genetic: crossover rate")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--mutation", o->search.mutation_rate, "genetic: per-gene mutation rate")->capture_default_str()
+        ->check(unit_interval());
     cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->store, "SQLite measurement store shared across runs");
     cmd->add_flag("--verify", o->verify,

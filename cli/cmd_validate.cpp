@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "env/environment.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
@@ -57,7 +58,8 @@ Run add_validate(CLI::App &app) {
         ->required();
     cmd->add_option("--dataset", o->dataset, "Directory to find benchmarks named without a path");
     cmd->add_option("--tolerance-pct", o->tolerance_pct,
-                    "Allowed relative GFLOPS difference, percent")->capture_default_str();
+                    "Allowed relative GFLOPS difference, percent")->capture_default_str()
+        ->check(non_negative());
     cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->store, "SQLite measurement store");
     cmd->add_flag("--verify", o->verify,

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -248,6 +249,10 @@ namespace {
 // the judge and checks it against the reference. Throws on any failure of this one row.
 void measure_row(const CompareConfig &c, Environment &judge, const Program &naive, CompareRow &row) {
     const std::string &m = row.method;
+    // A test hook (tests/cli_runs_test.cpp): the row BENCHMARK/METHOD fails as any error would,
+    // so the binary's handling of a failing benchmark is tested without a broken kernel.
+    if (const char *fail = std::getenv("LOOPTUNE_TEST_FAIL_ROW"); fail && row.benchmark + "/" + m == fail)
+        throw Error(fmt::format("LOOPTUNE_TEST_FAIL_ROW={}: failed on purpose", fail));
     if (m == "openblas") {
         Buffers b = make_buffers(*naive.comp, 1);
         bench::set_reference_shape({naive.comp->vars[0].extent, naive.comp->vars[2].extent,
