@@ -113,8 +113,14 @@ Run add_validate(CLI::App &app) {
                 if (std::abs(diff_pct) > o->tolerance_pct)
                     problems.push_back(fmt::format("GFLOPS {:.2f} measured vs {:.2f} reported ({:+.1f}%)",
                                                    measured, reported, diff_pct));
-            } catch (const Error &e) {
-                problems.push_back(e.what());
+            } catch (const std::exception &e) {  // this episode failed; the others go on
+                std::string what = e.what();
+                what = what.substr(0, what.find('\n'));
+                if (what.rfind(where, 0) != 0) what = where + ": " + what;
+                res["failed"] = true;
+                res["error"] = what;
+                problems.push_back(res["error"]);
+                fmt::print(stderr, "error: {} (recorded as failed; going on)\n", res["error"].get<std::string>());
             }
             res["ok"] = problems.empty();
             res["problems"] = problems;

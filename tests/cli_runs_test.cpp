@@ -99,3 +99,36 @@ TEST(CliRuns, CompareThatCannotStartLeavesNoOutputDirectory) {
     EXPECT_NE(r.err.find("mm9_9_9"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir.path / "out"));
 }
+
+TEST(CliRuns, SearchAndTuneOverSeveralBenchmarksRecordAFailedOneAndGoOn) {
+    tests::TempDir dir("cli_search_failed");
+    write_matmul_dataset({{8, 8, 8}, {12, 8, 4}}, (dir.path / "ds").string());
+    write(dir, "ds/mm_broken", "looptool-program 1\nname broken\nvar m x\n");
+    RunResult s = run_cli(dir, "search --dataset ds --split all --algo greedy1 --budget-s 0.2 --steps 2 --json "
+                               "--trace traces.csv");
+    EXPECT_EQ(s.exit_code, 2) << s.err;
+    EXPECT_NE(s.err.find("error: ds/mm_broken:3: 'x' is not an integer (recorded as failed; going on)"),
+              std::string::npos) << s.err;
+    EXPECT_NE(s.err.find("1 of 3 benchmarks failed"), std::string::npos) << s.err;
+    EXPECT_NE(s.out.find("\"failed\": true"), std::string::npos) << s.out;
+    EXPECT_EQ(count_lines(slurp(dir.path / "traces.csv")), 3);  // header and the two that ran
+    RunResult t = run_cli(dir, "tune --bench ds/mm_broken --bench ds/mm8_8_8");
+    EXPECT_EQ(t.exit_code, 2) << t.err;
+    EXPECT_NE(t.out.find("mm8_8_8: "), std::string::npos) << t.out;  // tuned after the failure
+    EXPECT_NE(t.err.find("1 of 2 benchmarks failed"), std::string::npos) << t.err;
+    write(dir, "episodes.csv", "benchmark,actions,gflops\nds/mm_broken,down,3\nds/mm8_8_8,split_2,1\n");
+    RunResult v = run_cli(dir, "validate episodes.csv --tolerance-pct 1000000 --json");
+    EXPECT_EQ(v.exit_code, 2) << v.err;
+    EXPECT_NE(v.err.find("episode 1: ds/mm_broken:3"), std::string::npos) << v.err;
+    EXPECT_NE(v.out.find("\"disagreements\": 1"), std::string::npos) << v.out;
+    EXPECT_NE(v.out.find("\"measured_gflops\""), std::string::npos) << v.out;  // episode 2 replayed
+}
+
+TEST(CliRuns, SearchTraceNamingADirectorySaysSo) {
+    tests::TempDir dir("cli_trace_dir");
+    write_matmul_dataset({{8, 8, 8}}, (dir.path / "ds").string());
+    fs::create_directory(dir.path / "traces");
+    RunResult r = run_cli(dir, "search --bench ds/mm8_8_8 --budget-s 0.2 --steps 1 --trace traces");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("traces: is a directory, not a trace file"), std::string::npos) << r.err;
+}
