@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "cli/commands.h"
-#include "cli/validators.h"
 #include "experiments/slurm/sbatch.h"
 #include "looptool/error.h"
 
@@ -19,12 +18,9 @@ Run add_slurm_train(CLI::App &app) {
         bool json = false, dry_run = false;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("--nodes", o->c.nodes, "Nodes")->capture_default_str()
-        ->check(at_least(1));
-    cmd->add_option("--ntasks-per-node", o->c.ntasks_per_node, "Trainer processes per node")->capture_default_str()
-        ->check(at_least(1));
-    cmd->add_option("--cpus-per-task", o->c.cpus_per_task, "CPUs per trainer process")->capture_default_str()
-        ->check(at_least(1));
+    cmd->add_option("--nodes", o->c.nodes, "Nodes")->capture_default_str();
+    cmd->add_option("--ntasks-per-node", o->c.ntasks_per_node, "Trainer processes per node")->capture_default_str();
+    cmd->add_option("--cpus-per-task", o->c.cpus_per_task, "CPUs per trainer process")->capture_default_str();
     cmd->add_option("--time", o->c.time, "Time limit of one start, HH:MM:SS or D-HH:MM:SS")->capture_default_str();
     cmd->add_option("--partition", o->c.partition, "Partition (default: the cluster's)");
     cmd->add_option("--job-name", o->c.job_name, "Job name")->capture_default_str();

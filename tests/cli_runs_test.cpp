@@ -49,7 +49,7 @@ TEST(CliOptions, OutOfRangeValuesAreRefusedWithOneLineNamingTheOption) {
         {"train --dataset ds --out run --hidden 0", "--hidden"},
         {"train --dataset ds --out run --lr nan", "--lr"},
         {"train --dataset ds --out run --steps -100", "--steps"},
-        {"slurm-train --dry-run --nodes 0 --out run -- --dataset ds", "--nodes"},
+        {"peak --seconds nan --no-store", "--seconds"},
     };
     for (const auto &c : cases) {
         RunResult r = run_cli(dir, c.args);
