@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -20,7 +21,15 @@ static std::string row(const Trace &t) {
     return fmt::format("{},{},{:.4f},{:.4f},{}", t.benchmark, t.algo, t.gflops, t.base_gflops, actions);
 }
 
+// A directory opens as an empty stream: say what it is instead of "empty trace file".
+static void check_not_directory(const std::string &path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        throw looptool::Error(path + ": is a directory, not a trace file (give a CSV file path)");
+}
+
 void append_traces(const std::string &path, const std::vector<Trace> &traces) {
+    check_not_directory(path);
     std::string text;
     if (std::ifstream in(path); in) {
         std::stringstream ss;
@@ -34,6 +43,7 @@ void append_traces(const std::string &path, const std::vector<Trace> &traces) {
 }
 
 std::vector<Trace> load_traces(const std::string &path) {
+    check_not_directory(path);
     std::ifstream in(path);
     if (!in) throw looptool::Error("cannot open trace file " + path);
     std::vector<Trace> out;

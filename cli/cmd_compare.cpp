@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "agents/policy.h"
 #include "experiments/compare.h"
 #include "looptool/error.h"
@@ -24,12 +25,15 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--dataset", o->c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--split", o->split, "train, test or all")->capture_default_str();
     cmd->add_option("--methods", o->methods, "Comma-separated methods")->capture_default_str();
-    cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")->capture_default_str();
-    cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")->capture_default_str();
+    cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--seed", o->c.seed, "Random seed")->capture_default_str();
     cmd->add_option("--space", o->c.space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->c.store_path, "SQLite measurement store shared by the searches");
-    cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str();
+    cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")->capture_default_str()
+        ->check(at_least(0));
     cmd->add_option("--benchmarks", o->benchmarks,
                     "Only these benchmarks (comma-separated names), or 'looptune' for LoopTune's 25 "
                     "test benchmarks");
@@ -64,26 +68,38 @@ Run add_compare(CLI::App &app) {
             if (tty) fmt::print(stderr, "\r\033[K{}", line);
             else fmt::print(stderr, "{}\n", line);
         };
+        o->c.on_failure = [tty](const looptune::CompareRow &r) {
+            fmt::print(stderr, "{}error: {} {}: {} (recorded as failed; going on)\n", tty ? "\r\033[K" : "",
+                       r.benchmark, r.method, r.error);
+        };
         auto rows = looptune::run_compare(o->c);
         if (tty) fmt::print(stderr, "\n");
         auto sums = looptune::summarize(rows, o->c.methods);
+        nlohmann::json failed = nlohmann::json::array();
+        for (const auto &r : rows)
+            if (r.failed()) failed.push_back({{"benchmark", r.benchmark}, {"method", r.method}, {"error", r.error}});
         if (o->json) {
             nlohmann::json j = nlohmann::json::array();
             for (const auto &s : sums)
-                j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"mean_gflops", s.mean_gflops},
-                             {"geomean_gflops", s.geomean_gflops}, {"geomean_speedup", s.geomean_speedup},
-                             {"geomean_vs_openblas", s.geomean_vs_openblas}, {"mean_seconds", s.mean_seconds}});
-            print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}});
+                j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"failed", s.failed},
+                             {"mean_gflops", s.mean_gflops}, {"geomean_gflops", s.geomean_gflops},
+                             {"geomean_speedup", s.geomean_speedup}, {"geomean_vs_openblas", s.geomean_vs_openblas},
+                             {"mean_seconds", s.mean_seconds}});
+            print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}, {"failed", failed}});
         } else {
-            fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "mean GF", "geomean GF",
-                       "speedup", "vs BLAS", "mean s");
+            fmt::print("{:<10} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "failed", "mean GF",
+                       "geomean GF", "speedup", "vs BLAS", "mean s");
             for (const auto &s : sums)
-                fmt::print("{:<10} {:>5} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
-                           s.benchmarks, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                fmt::print("{:<10} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
+                           s.benchmarks, s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
                            s.geomean_vs_openblas, s.mean_seconds);
-            fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
+            if (rows.empty()) fmt::print("no benchmarks to compare; nothing written\n");
+            else fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
         }
-        return 0;
+        if (!failed.empty())
+            fmt::print(stderr, "{} of {} rows failed (the `error` column of results.csv)\n", failed.size(),
+                       rows.size());
+        return failed.empty() ? 0 : 2;  // 2: the run finished, some rows failed
     };
 }
 

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "looptool/measure.h"
 
 namespace looptool::cli {
@@ -13,7 +14,7 @@ Run add_peak(CLI::App &app) {
         bool json = false, no_store = false;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("--seconds", o->seconds, "Timed seconds (after warm-ups)")->check(CLI::PositiveNumber);
+    cmd->add_option("--seconds", o->seconds, "Timed seconds (after warm-ups)")->check(positive());
     cmd->add_flag("--no-store", o->no_store, "Do not write the cache file");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "env/environment.h"
 #include "env/graph_observation.h"
 #include "looptool/actions.h"
@@ -69,7 +70,8 @@ Run add_read(CLI::App &app) {
     cmd->add_option("--observe", o->observe,
                     "Observation spaces to print after each step: runtime, flops, ir, loop_tree, "
                     "loops_tensor, stride_tensor, prev_actions_tensor");
-    cmd->add_option("--max-loops", o->max_loops, "Rows of loops_tensor")->capture_default_str();
+    cmd->add_option("--max-loops", o->max_loops, "Rows of loops_tensor")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--graph", o->graph, "Print the final loop-tree and dataflow graphs: dot or graphml")
         ->check(CLI::IsMember({"dot", "graphml"}));
     cmd->add_option("--store", o->store, "SQLite measurement store (created if missing)");

@@ -6,6 +6,7 @@
 #include "agents/metrics.h"
 #include "agents/trainer.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "experiments/plot.h"
 #include "looptool/error.h"
 
@@ -59,56 +60,88 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--dataset", c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--out", c.out_dir, "Run directory: checkpoint, policy, metrics, plots")->required();
     add_enum_option(cmd, "--trainer", &c.trainer, {looptune::Trainer::Dqn, looptune::Trainer::Apex}, "dqn or apex");
-    cmd->add_option("--actors", c.actors, "Ape-X actor threads")->capture_default_str();
-    cmd->add_option("--steps", c.steps, "Environment steps in total")->capture_default_str();
-    cmd->add_option("--max-seconds", c.max_seconds, "Stop after this long (0: no limit)")->capture_default_str();
+    cmd->add_option("--actors", c.actors, "Ape-X actor threads")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--steps", c.steps, "Environment steps in total")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--max-seconds", c.max_seconds, "Stop after this long (0: no limit)")->capture_default_str()
+        ->check(non_negative());
     cmd->add_flag("--resume", c.resume, "Continue from RUN_DIR/checkpoint.pt (fresh start when there is none)");
     cmd->add_option("--seed", c.seed, "Seed (network, exploration, replay)")->capture_default_str();
     cmd->add_option("--split-seed", c.split_seed, "Seed of the train/test split")->capture_default_str();
     cmd->add_option("--warmstart", c.warmstart, "Trace CSV from `looptool search --trace` to pre-train on");
-    cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")->capture_default_str();
+    cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")->capture_default_str()
+        ->check(at_least(0));
     cmd->add_option("--warmstart-min-speedup", c.warmstart_min_speedup,
                     "Imitate only each benchmark's best trace, and only if it reaches this speedup")
-        ->capture_default_str();
-    cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
+    cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")->capture_default_str()
+        ->check(non_negative());
     cmd->add_option("--space", c.action_space, "Action space: looptune or full")->capture_default_str();
-    cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")->capture_default_str();
-    cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")->capture_default_str();
+    cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--store", c.store_path,
                     "Measurement store (default RUN_DIR/store.sqlite); with --distributed mpi, %h becomes the "
                     "host name and the node stores are merged into RUN_DIR/store.sqlite at the end");
     add_enum_option(cmd, "--encoder", &c.encoder, {looptune::Encoder::Mlp, looptune::Encoder::Gnn}, "mlp or gnn");
-    cmd->add_option("--hidden", c.hidden, "Hidden width")->capture_default_str();
-    cmd->add_option("--gnn-hidden", c.gnn_hidden, "GNN vertex embedding width")->capture_default_str();
-    cmd->add_option("--gnn-rounds", c.gnn_rounds, "GNN message-passing rounds")->capture_default_str();
-    cmd->add_option("--lr", c.lr, "Adam learning rate")->capture_default_str();
-    cmd->add_option("--gamma", c.gamma, "Discount")->capture_default_str();
-    cmd->add_option("--n-step", c.n_step, "n-step returns")->capture_default_str();
-    cmd->add_option("--batch", c.batch, "Batch size")->capture_default_str();
-    cmd->add_option("--replay", c.replay_capacity, "Replay capacity (transitions)")->capture_default_str();
-    cmd->add_option("--per-alpha", c.per_alpha, "Prioritized replay alpha")->capture_default_str();
-    cmd->add_option("--per-beta", c.per_beta, "Initial IS exponent (annealed to 1)")->capture_default_str();
-    cmd->add_option("--learning-starts", c.learning_starts, "Transitions before learning")->capture_default_str();
-    cmd->add_option("--target-update", c.target_update, "Updates between target syncs")->capture_default_str();
-    cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")->capture_default_str();
-    cmd->add_option("--eps-start", c.eps_start, "DQN: initial epsilon")->capture_default_str();
-    cmd->add_option("--eps-end", c.eps_end, "DQN: final epsilon")->capture_default_str();
-    cmd->add_option("--eps-decay-steps", c.eps_decay_steps, "DQN: steps of linear decay")->capture_default_str();
+    cmd->add_option("--hidden", c.hidden, "Hidden width")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--gnn-hidden", c.gnn_hidden, "GNN vertex embedding width")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--gnn-rounds", c.gnn_rounds, "GNN message-passing rounds")->capture_default_str()
+        ->check(at_least(0));
+    cmd->add_option("--lr", c.lr, "Adam learning rate")->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--gamma", c.gamma, "Discount")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--n-step", c.n_step, "n-step returns")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--batch", c.batch, "Batch size")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--replay", c.replay_capacity, "Replay capacity (transitions)")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--per-alpha", c.per_alpha, "Prioritized replay alpha")->capture_default_str()
+        ->check(non_negative());
+    cmd->add_option("--per-beta", c.per_beta, "Initial IS exponent (annealed to 1)")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--learning-starts", c.learning_starts, "Transitions before learning")->capture_default_str()
+        ->check(at_least(0));
+    cmd->add_option("--target-update", c.target_update, "Updates between target syncs")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--eps-start", c.eps_start, "DQN: initial epsilon")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--eps-end", c.eps_end, "DQN: final epsilon")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--eps-decay-steps", c.eps_decay_steps, "DQN: steps of linear decay")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--updates-per-step", c.updates_per_step,
                     "Replay ratio: learner updates per env step, for dqn and apex alike (Ape-X actors wait for a "
                     "learner that falls behind; 0: no learning)")
-        ->capture_default_str();
-    cmd->add_option("--apex-eps", c.apex_eps, "Ape-X: base epsilon")->capture_default_str();
-    cmd->add_option("--apex-alpha", c.apex_alpha, "Ape-X: epsilon exponent spread")->capture_default_str();
-    cmd->add_option("--weight-sync", c.weight_sync, "Ape-X: updates between weight publications")->capture_default_str();
+        ->capture_default_str()
+        ->check(non_negative());
+    cmd->add_option("--apex-eps", c.apex_eps, "Ape-X: base epsilon")->capture_default_str()
+        ->check(unit_interval());
+    cmd->add_option("--apex-alpha", c.apex_alpha, "Ape-X: epsilon exponent spread")->capture_default_str()
+        ->check(non_negative());
+    cmd->add_option("--weight-sync", c.weight_sync, "Ape-X: updates between weight publications")->capture_default_str()
+        ->check(at_least(1));
     add_enum_option(cmd, "--distributed", &c.distributed, {looptune::Distributed::Threads, looptune::Distributed::Mpi},
                     "Ape-X across processes: mpi (under mpirun/srun; rank 0 learns, every other rank runs "
                     "--actors actors), or threads (all in this process)");
     cmd->add_option("--mpi-timeout", c.mpi_timeout, "MPI: seconds a rank may stay silent before the run stops")
-        ->capture_default_str();
-    cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")->capture_default_str();
-    cmd->add_option("--eval-every", c.eval_every, "Env steps between test evaluations (0: end only)")->capture_default_str();
-    cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")->capture_default_str();
+        ->capture_default_str()
+        ->check(positive());
+    cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")->capture_default_str()
+        ->check(at_least(1));
+    cmd->add_option("--eval-every", c.eval_every, "Env steps between test evaluations (0: end only)")->capture_default_str()
+        ->check(at_least(0));
+    cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")->capture_default_str()
+        ->check(at_least(1));
     cmd->add_option("--device", c.device, "auto, cpu or cuda")->capture_default_str();
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG training curves");
     cmd->add_flag("--quiet", o->quiet, "No progress lines");

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "env/environment.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
@@ -58,7 +59,8 @@ Run add_validate(CLI::App &app) {
         ->required();
     cmd->add_option("--dataset", o->dataset, "Directory to find benchmarks named without a path");
     cmd->add_option("--tolerance-pct", o->tolerance_pct,
-                    "Allowed relative GFLOPS difference, percent")->capture_default_str();
+                    "Allowed relative GFLOPS difference, percent")->capture_default_str()
+        ->check(non_negative());
     cmd->add_option("--space", o->space, "Action space: looptune or full")->capture_default_str();
     cmd->add_option("--store", o->store, "SQLite measurement store");
     cmd->add_flag("--verify", o->verify,
@@ -116,8 +118,14 @@ Run add_validate(CLI::App &app) {
                 if (std::abs(diff_pct) > o->tolerance_pct)
                     problems.push_back(fmt::format("GFLOPS {:.2f} measured vs {:.2f} reported ({:+.1f}%)",
                                                    measured, reported, diff_pct));
-            } catch (const Error &e) {
-                problems.push_back(e.what());
+            } catch (const std::exception &e) {  // this episode failed; the others go on
+                std::string what = e.what();
+                what = what.substr(0, what.find('\n'));
+                if (what.rfind(where, 0) != 0) what = where + ": " + what;
+                res["failed"] = true;
+                res["error"] = what;
+                problems.push_back(res["error"]);
+                fmt::print(stderr, "error: {} (recorded as failed; going on)\n", res["error"].get<std::string>());
             }
             res["ok"] = problems.empty();
             res["problems"] = problems;

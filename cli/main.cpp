@@ -93,7 +93,10 @@ int main(int argc, char **argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-        return app.exit(e);
+        if (e.get_exit_code() == 0) return app.exit(e);  // --help
+        // One line, and exit 1 like every other bad input (CLI11's own codes are 101..115).
+        fmt::print(stderr, "error: {} (run with --help for more information)\n", e.what());
+        return 1;
     }
     try {
         for (auto *sub : app.get_subcommands()) return runs.at(sub->get_name())();
@@ -104,7 +107,9 @@ int main(int argc, char **argv) {
         fmt::print(stderr, "{}\n", e.what());
         return 3;
     } catch (const std::exception &e) {
-        fmt::print(stderr, "error: {}\n", e.what());
+        // Another library's exception (LibTorch's carry a backtrace after the first line).
+        const std::string what = e.what();
+        fmt::print(stderr, "error: {}\n", what.substr(0, what.find('\n')));
         return 1;
     }
     return 0;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -30,7 +31,19 @@ std::vector<std::string> default_compare_methods() {
 
 namespace {
 
-const char *kHeader = "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops";
+const char *kHeader =
+    "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,error";
+// Results written before failed rows were recorded: the same columns without `error`.
+const char *kHeaderV1 = "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops";
+
+// A reason fit for one CSV field and one line: its first line, commas made semicolons.
+std::string one_field(const std::string &why) {
+    std::string s = why.substr(0, why.find('\n'));
+    for (char &ch : s)
+        if (ch == ',') ch = ';';
+        else if (ch == '\r') ch = ' ';
+    return s.empty() ? "failed" : s;
+}
 
 std::string join(const std::vector<double> &v) {
     std::string s;
@@ -39,9 +52,9 @@ std::string join(const std::vector<double> &v) {
 }
 
 std::string row_csv(const CompareRow &r) {
-    return fmt::format("{},{},{:.4f},{:.5f},{:.4f},{:.4f},{},{},{}", r.benchmark, r.method, r.gflops,
+    return fmt::format("{},{},{:.4f},{:.5f},{:.4f},{:.4f},{},{},{},{}", r.benchmark, r.method, r.gflops,
                        r.fraction_of_peak, r.speedup, r.seconds, r.schedules, r.actions,
-                       join(r.step_gflops));
+                       join(r.step_gflops), r.error);
 }
 
 std::vector<CompareRow> read_rows(const std::string &path) {
@@ -50,9 +63,11 @@ std::vector<CompareRow> read_rows(const std::string &path) {
     std::istringstream in(read_file(path));
     std::string line;
     int lineno = 0;
+    size_t fields = 10;
     while (std::getline(in, line)) {
         if (++lineno == 1) {
-            if (line != kHeader)
+            if (line == kHeaderV1) fields = 9;
+            else if (line != kHeader)
                 throw Error(fmt::format("{}: not a looptool compare results file (header differs); "
                                         "use another --out directory",
                                         path));
@@ -65,10 +80,11 @@ std::vector<CompareRow> read_rows(const std::string &path) {
             if (ch == ',') f.push_back(cur), cur.clear();
             else cur += ch;
         }
-        if (f.size() != 9) throw Error(fmt::format("{}:{}: expected 9 fields, got {}", path, lineno, f.size()));
+        if (f.size() != fields)
+            throw Error(fmt::format("{}:{}: expected {} fields, got {}", path, lineno, fields, f.size()));
         try {
             CompareRow r{f[0], f[1], std::stod(f[2]), std::stod(f[3]), std::stod(f[4]), std::stod(f[5]),
-                         std::stoll(f[6]), f[7], {}};
+                         std::stoll(f[6]), f[7], {}, fields == 10 ? f[9] : ""};
             std::istringstream steps(f[8]);
             for (double x; steps >> x;) r.step_gflops.push_back(x);
             rows.push_back(std::move(r));
@@ -80,6 +96,7 @@ std::vector<CompareRow> read_rows(const std::string &path) {
 }
 
 void write_rows(const std::string &path, const std::vector<CompareRow> &rows) {
+    fs::create_directories(fs::path(path).parent_path());  // only once there is a row to write
     std::string s = std::string(kHeader) + "\n";
     for (const auto &r : rows) s += row_csv(r) + "\n";
     write_file_atomically(path, s);
@@ -118,6 +135,10 @@ std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
         double sec = 0;
         for (const auto &r : rows) {
             if (r.method != m) continue;
+            if (r.failed()) {
+                ++s.failed;
+                continue;
+            }
             ++s.benchmarks;
             g.push_back(r.gflops);
             sp.push_back(r.speedup);
@@ -125,11 +146,11 @@ std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
             if (auto it = blas.find(r.benchmark); it != blas.end() && it->second > 0)
                 vs.push_back(r.gflops / it->second);
         }
-        if (s.benchmarks == 0) continue;
+        if (s.benchmarks == 0 && s.failed == 0) continue;
         for (double x : g) s.mean_gflops += x / double(g.size());
         s.geomean_gflops = geomean(g);
         s.geomean_speedup = geomean(sp);
-        s.mean_seconds = sec / double(s.benchmarks);
+        s.mean_seconds = s.benchmarks ? sec / double(s.benchmarks) : 0;
         s.geomean_vs_openblas = vs.size() == g.size() ? geomean(vs) : 0;
         out.push_back(s);
     }
@@ -146,13 +167,23 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
                       "re-measured with the full protocol (docs/measurement.md) in the same run.\n\n",
                       c.dataset_dir, c.split == Split::Test ? "test" : c.split == Split::Train ? "train" : "all",
                       c.space, c.max_steps, c.budget_s, c.seed, peak);
-    md += "| method | benchmarks | mean GFLOPS | geomean GFLOPS | geomean speedup over base | "
-          "geomean vs OpenBLAS | mean tuning s |\n|---|---|---|---|---|---|---|\n";
+    md += "| method | benchmarks | failed | mean GFLOPS | geomean GFLOPS | geomean speedup over base | "
+          "geomean vs OpenBLAS | mean tuning s |\n|---|---|---|---|---|---|---|---|\n";
     for (const auto &s : sums)
-        md += fmt::format("| {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} |\n", s.method, s.benchmarks,
-                          s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+        md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} |\n", s.method, s.benchmarks,
+                          s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
                           s.geomean_vs_openblas > 0 ? fmt::format("{:.2f}x", s.geomean_vs_openblas) : "-",
                           s.mean_seconds);
+    std::string failed;
+    for (const auto &r : rows)
+        if (r.failed()) {
+            std::string why = r.error;
+            for (size_t at = 0; (at = why.find('|', at)) != std::string::npos; at += 2) why.insert(at, "\\");
+            failed += fmt::format("| {} | {} | {} |\n", r.benchmark, r.method, why);
+        }
+    if (!failed.empty())
+        md += "\n## Failed\n\nNot in the means above; a resumed run tries them again.\n\n"
+              "| benchmark | method | error |\n|---|---|---|\n" + failed;
     md += "\nPer benchmark: `results.csv`; plots: `plots/gflops.png`, `plots/tuning_time.png`, "
           "`plots/steps/<benchmark>.png`.\n";
     write_file_atomically((fs::path(c.out_dir) / "summary.md").string(), md);
@@ -212,6 +243,63 @@ void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
 
 }  // namespace
 
+namespace {
+
+// One method on one benchmark: tunes from the naive nest, re-measures the final schedule with
+// the judge and checks it against the reference. Throws on any failure of this one row.
+void measure_row(const CompareConfig &c, Environment &judge, const Program &naive, CompareRow &row) {
+    const std::string &m = row.method;
+    // A test hook (tests/cli_runs_test.cpp): the row BENCHMARK/METHOD fails as any error would,
+    // so the binary's handling of a failing benchmark is tested without a broken kernel.
+    if (const char *fail = std::getenv("LOOPTUNE_TEST_FAIL_ROW"); fail && row.benchmark + "/" + m == fail)
+        throw Error(fmt::format("LOOPTUNE_TEST_FAIL_ROW={}: failed on purpose", fail));
+    if (m == "openblas") {
+        Buffers b = make_buffers(*naive.comp, 1);
+        bench::set_reference_shape({naive.comp->vars[0].extent, naive.comp->vars[2].extent,
+                                    naive.comp->vars[1].extent});
+        row.gflops = measure_kernel(bench::openblas_kernel, *naive.comp, b).median_gflops;
+        return;
+    }
+    std::vector<Action> actions;
+    if (m != "base") {
+        EnvConfig cfg;
+        cfg.action_space = c.space;
+        cfg.store_path = c.store_path;
+        cfg.max_memory = c.max_memory;
+        cfg.max_steps = c.max_steps;
+        Environment env(cfg);  // fresh caches: no method profits from another's work
+        env.reset(naive);
+        if (auto it = c.extra_methods.find(m); it != c.extra_methods.end()) {
+            auto t = std::chrono::steady_clock::now();
+            actions = it->second(env, naive);
+            row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+            row.schedules = env.counters().compiles + env.counters().store_hits;
+        } else {
+            SearchConfig sc;
+            sc.budget_s = c.budget_s;
+            sc.max_steps = c.max_steps;
+            sc.seed = c.seed;
+            SearchResult r = run_search(m, env, naive, sc);
+            actions = r.actions;
+            row.seconds = r.seconds;
+            row.schedules = r.schedules_measured;
+        }
+    }
+    Program p = naive;
+    row.step_gflops.push_back(judge.evaluate(p));
+    for (Action a : actions) {
+        p = apply(p, a);
+        row.step_gflops.push_back(judge.evaluate(p));
+        row.actions += (row.actions.empty() ? "" : " ") + std::string(action_name(a));
+    }
+    Comparison cmp = judge.verify(p);
+    if (!cmp.ok) throw Error(fmt::format("the final schedule failed verification ({} of {}): {}", cmp.mismatches,
+                                 cmp.coverage(), cmp.first_mismatch));
+    row.gflops = row.step_gflops.back();
+}
+
+}  // namespace
+
 std::vector<CompareRow> run_compare(const CompareConfig &c) {
     if (c.methods.empty()) throw Error("compare: no methods");
     const auto builtin = default_compare_methods();
@@ -220,7 +308,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
     for (const auto &m : c.methods)
         if (!known.count(m)) throw Error(fmt::format("compare: unknown method '{}'", m));
     if (c.out_dir.empty()) throw Error("compare: no output directory");
-    fs::create_directories(c.out_dir);
+    if (fs::exists(c.out_dir) && !fs::is_directory(c.out_dir))
+        throw Error(fmt::format("compare: --out {} is not a directory", c.out_dir));
     if (c.plots && !gnuplot_available())
         throw Error("compare: gnuplot with the pngcairo terminal is not installed (apt-get install gnuplot-nox)");
     Dataset ds = Dataset::load(c.dataset_dir);
@@ -245,9 +334,10 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
 
     const std::string results_path = (fs::path(c.out_dir) / "results.csv").string();
     std::vector<CompareRow> rows = read_rows(results_path);
+    // A measured row is kept; a failed one is tried again.
     auto done = [&](const std::string &b, const std::string &m) -> const CompareRow * {
         for (const auto &r : rows)
-            if (r.benchmark == b && r.method == m) return &r;
+            if (r.benchmark == b && r.method == m && !r.failed()) return &r;
         return nullptr;
     };
 
@@ -267,78 +357,58 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
     const int pairs_todo = total_pairs - pairs_done;
 
     for (size_t bi = 0; bi < files.size(); ++bi) {
-        Program naive = Program::naive(load_program_file(files[bi]).comp);
         const std::string bench_name = fs::path(files[bi]).filename().string();
+        // A file that does not load fails each of its rows; the other benchmarks go on.
+        Program naive;
+        std::string load_error;
+        try {
+            naive = Program::naive(load_program_file(files[bi]).comp);
+        } catch (const std::exception &e) {
+            load_error = e.what();
+        }
         bool judged = false;
         for (const auto &m : c.methods) {
             if (done(bench_name, m)) continue;
-            if (!judged) {
-                judge.reset(naive);
-                judged = true;
-            }
-            const double base = done(bench_name, "base") ? done(bench_name, "base")->gflops : judge.gflops();
-            CompareRow row{bench_name, m};
-            std::vector<Action> actions;
-            if (m == "openblas") {
-                if (!is_matmul(*naive.comp)) continue;
-                Buffers b = make_buffers(*naive.comp, 1);
-                bench::set_reference_shape({naive.comp->vars[0].extent, naive.comp->vars[2].extent,
-                                            naive.comp->vars[1].extent});
-                row.gflops = measure_kernel(bench::openblas_kernel, *naive.comp, b).median_gflops;
-            } else {
-                if (m != "base") {
-                    EnvConfig cfg;
-                    cfg.action_space = c.space;
-                    cfg.store_path = c.store_path;
-                    cfg.max_memory = c.max_memory;
-                    cfg.max_steps = c.max_steps;
-                    Environment env(cfg);  // fresh caches: no method profits from another's work
-                    env.reset(naive);
-                    if (auto it = c.extra_methods.find(m); it != c.extra_methods.end()) {
-                        auto t = std::chrono::steady_clock::now();
-                        actions = it->second(env, naive);
-                        row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-                        row.schedules = env.counters().compiles + env.counters().store_hits;
-                    } else {
-                        SearchConfig sc;
-                        sc.budget_s = c.budget_s;
-                        sc.max_steps = c.max_steps;
-                        sc.seed = c.seed;
-                        SearchResult r = run_search(m, env, naive, sc);
-                        actions = r.actions;
-                        row.seconds = r.seconds;
-                        row.schedules = r.schedules_measured;
-                    }
+            CompareRow row;
+            row.benchmark = bench_name;
+            row.method = m;
+            try {
+                if (!load_error.empty()) throw Error(load_error);
+                if (m == "openblas" && !is_matmul(*naive.comp)) continue;
+                if (!judged) {
+                    judge.reset(naive);
+                    judged = true;
                 }
-                Program p = naive;
-                row.step_gflops.push_back(judge.evaluate(p));
-                for (Action a : actions) {
-                    p = apply(p, a);
-                    row.step_gflops.push_back(judge.evaluate(p));
-                    row.actions += (row.actions.empty() ? "" : " ") + std::string(action_name(a));
-                }
-                Comparison cmp = judge.verify(p);
-                if (!cmp.ok)
-                    throw InternalError(fmt::format("{} {}: the final schedule failed verification: {}",
-                                                    bench_name, m, cmp.first_mismatch));
-                row.gflops = row.step_gflops.back();
+                const double base = done(bench_name, "base") ? done(bench_name, "base")->gflops : judge.gflops();
+                measure_row(c, judge, naive, row);
+                row.fraction_of_peak = row.gflops / peak;
+                row.speedup = row.gflops / base;
+            } catch (const std::exception &e) {
+                row.gflops = row.fraction_of_peak = row.speedup = row.seconds = 0;
+                row.schedules = 0;
+                row.actions.clear();
+                row.step_gflops.clear();
+                row.error = one_field(e.what());
             }
-            row.fraction_of_peak = row.gflops / peak;
-            row.speedup = row.gflops / base;
+            std::erase_if(rows, [&](const CompareRow &r) { return r.benchmark == bench_name && r.method == m; });
             rows.push_back(row);
             write_rows(results_path, rows);
             ++computed;
+            if (row.failed() && c.on_failure) c.on_failure(row);
             if (c.progress) {
                 double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 double rate = computed / el;
-                c.progress(fmt::format("[{}/{}] {} {:<9} {:8.2f} GFLOPS {:5.2f}x base | {:.2f} runs/min | "
-                                       "elapsed {} | ETA {}",
-                                       pairs_done + computed, total_pairs, bench_name, m, row.gflops,
-                                       row.speedup, rate * 60, format_duration(el),
+                c.progress(fmt::format("[{}/{}] {} {:<9} {} | {:.2f} runs/min | elapsed {} | ETA {}",
+                                       pairs_done + computed, total_pairs, bench_name, m,
+                                       row.failed() ? std::string("FAILED")
+                                                    : fmt::format("{:8.2f} GFLOPS {:5.2f}x base", row.gflops,
+                                                                  row.speedup),
+                                       rate * 60, format_duration(el),
                                        format_duration((pairs_todo - computed) / rate)));
             }
         }
     }
+    if (rows.empty()) return rows;  // nothing to write (an empty split)
     write_summary(c, rows, peak);
     if (c.plots) write_plots(c, rows);
     return rows;

@@ -16,6 +16,7 @@
 namespace looptune {
 
 class Environment;
+struct CompareRow;
 
 /// A tuning method beyond the built-in ones (`policy` registers itself this way, so this
 /// layer does not depend on LibTorch). Returns the action sequence from the naive nest.
@@ -41,6 +42,8 @@ struct CompareConfig {
     bool plots = true;
     std::map<std::string, TuneMethod> extra_methods;
     std::function<void(const std::string &)> progress;  ///< one progress line at a time
+    /// Called for each failed row as it is recorded (the CLI prints it on stderr).
+    std::function<void(const CompareRow &)> on_failure;
 };
 
 struct CompareRow {
@@ -52,19 +55,27 @@ struct CompareRow {
     int64_t schedules = 0;        ///< distinct schedules measured while tuning
     std::string actions;          ///< space-separated
     std::vector<double> step_gflops;  ///< GFLOPS after each action of the sequence
+    /// Empty for a measured row. Otherwise why this benchmark and method failed (a file that
+    /// does not load, a compile or verification failure, any error of that one item): the row
+    /// is recorded with zeros, the run goes on, and a resumed run tries it again.
+    std::string error;
+    bool failed() const { return !error.empty(); }
 };
 
 struct MethodSummary {
     std::string method;
-    int benchmarks = 0;
+    int benchmarks = 0;           ///< measured rows (failed ones are not in the means)
+    int failed = 0;               ///< failed rows
     double mean_gflops = 0, geomean_gflops = 0, geomean_speedup = 0, mean_seconds = 0;
     double geomean_vs_openblas = 0;  ///< 0 when openblas was not run
 };
 
 std::vector<std::string> default_compare_methods();
 
-/// Runs (or resumes) the experiment; writes results.csv, steps.csv, summary.md and plots/ in
-/// out_dir. Returns every row (old and new).
+/// Runs (or resumes) the experiment; writes results.csv, summary.md and plots/ in out_dir
+/// (created only when there is a row to write). Returns every row (old and new). One
+/// benchmark or method that fails gives a failed row (CompareRow::error) and the run goes on;
+/// errors of the whole run (configuration, dataset, output directory) throw looptool::Error.
 std::vector<CompareRow> run_compare(const CompareConfig &config);
 
 std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,

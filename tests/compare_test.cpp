@@ -91,3 +91,85 @@ TEST(Compare, RejectsUnknownMethodsAndForeignResults) {
     std::ofstream(fs::path(c.out_dir) / "results.csv") << "something,else\n";
     EXPECT_THROW(run_compare(c), looptool::Error);
 }
+
+TEST(Compare, RecordsAFailedRowForABadFileAndAFailingMethodAndGoesOn) {
+    looptool::tests::TempDir dir("compare_failed");
+    CompareConfig c = small_config(dir);
+    c.plots = false;
+    std::ofstream(fs::path(c.dataset_dir) / "mm_broken") << "looptool-program 1\nname broken\nvar m x\n";
+    // A method that fails on one benchmark only, as a search that throws would.
+    c.extra_methods["flaky"] = [](Environment &, const looptool::Program &start) -> std::vector<looptool::Action> {
+        if (start.comp->name == "mm16_24_8") throw looptool::Error("flaky: refused mm16_24_8");
+        return {};
+    };
+    c.methods = {"base", "flaky"};
+    std::vector<std::string> failures;
+    c.on_failure = [&](const CompareRow &r) { failures.push_back(r.benchmark + " " + r.method + ": " + r.error); };
+    auto rows = run_compare(c);
+    ASSERT_EQ(rows.size(), 6u);  // 3 benchmarks x 2 methods, every one recorded
+    int measured = 0;
+    for (const auto &r : rows) {
+        if (r.failed()) {
+            EXPECT_EQ(r.gflops, 0) << r.benchmark;
+            continue;
+        }
+        ++measured;
+        EXPECT_GT(r.gflops, 0) << r.benchmark << " " << r.method;
+    }
+    EXPECT_EQ(measured, 3);  // mm16_24_8 base, mm20_12_10 base and flaky
+    ASSERT_EQ(failures.size(), 3u);
+    EXPECT_NE(failures[0].find("mm16_24_8 flaky: flaky: refused mm16_24_8"), std::string::npos) << failures[0];
+    EXPECT_NE(failures[1].find("mm_broken base: "), std::string::npos) << failures[1];
+    EXPECT_NE(failures[1].find("mm_broken:3"), std::string::npos) << failures[1];
+    const std::string csv = slurp(fs::path(c.out_dir) / "results.csv");
+    EXPECT_NE(csv.find("mm16_24_8,flaky,0.0000,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find(",flaky: refused mm16_24_8\n"), std::string::npos) << csv;
+    const std::string md = slurp(fs::path(c.out_dir) / "summary.md");
+    EXPECT_NE(md.find("| flaky | 1 | 2 |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| mm_broken | base |"), std::string::npos) << md;
+    auto sums = summarize(rows, c.methods);
+    ASSERT_EQ(sums.size(), 2u);
+    EXPECT_EQ(sums[1].benchmarks, 1);
+    EXPECT_EQ(sums[1].failed, 2);
+
+    // Resumed after the file is repaired: only the failed rows are computed again.
+    looptool::write_matmul_dataset({{8, 8, 8}}, (dir.path / "more").string());
+    fs::copy_file(dir.path / "more" / "mm8_8_8", fs::path(c.dataset_dir) / "mm_broken",
+                  fs::copy_options::overwrite_existing);
+    int computed = 0;
+    c.progress = [&](const std::string &) { ++computed; };
+    failures.clear();
+    rows = run_compare(c);
+    EXPECT_EQ(computed, 3);
+    ASSERT_EQ(rows.size(), 6u);
+    EXPECT_EQ(failures.size(), 1u);  // flaky on mm16_24_8 again
+    for (const auto &r : rows) EXPECT_EQ(r.failed(), r.benchmark == "mm16_24_8" && r.method == "flaky") << r.benchmark;
+}
+
+TEST(Compare, LeavesNoOutputDirectoryWhenItFailsBeforeAnyRow) {
+    looptool::tests::TempDir dir("compare_no_out");
+    CompareConfig c = small_config(dir);
+    c.dataset_dir = (dir.path / "missing").string();
+    EXPECT_THROW(run_compare(c), looptool::Error);
+    EXPECT_FALSE(fs::exists(c.out_dir));
+    c = small_config(dir);
+    c.benchmarks = {"mm99_99_99"};
+    EXPECT_THROW(run_compare(c), looptool::Error);
+    EXPECT_FALSE(fs::exists(c.out_dir));
+}
+
+TEST(Compare, ResumesResultsWrittenBeforeTheErrorColumn) {
+    looptool::tests::TempDir dir("compare_v1");
+    CompareConfig c = small_config(dir);
+    c.methods = {"base"};
+    c.plots = false;
+    fs::create_directories(c.out_dir);
+    std::ofstream(fs::path(c.out_dir) / "results.csv")
+        << "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops\n"
+           "mm16_24_8,base,12.5000,0.10000,1.0000,0.0000,0,,12.5000\n";
+    auto rows = run_compare(c);
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_DOUBLE_EQ(rows[0].gflops, 12.5);  // kept, not recomputed
+    EXPECT_FALSE(rows[0].failed());
+    EXPECT_NE(slurp(fs::path(c.out_dir) / "results.csv").find("step_gflops,error\nmm16_24_8,base,12.5000,"), std::string::npos);
+}
