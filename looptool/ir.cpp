@@ -8,11 +8,6 @@
 
 namespace looptool {
 
-void internal_check_failed(const char *cond, const char *file, int line, const std::string &msg) {
-    throw InternalError(fmt::format("internal error at {}:{}: check `{}` failed: {}", file, line,
-                                    cond, msg));
-}
-
 int64_t Affine::coef_of(int v) const {
     int64_t c = 0;
     for (const auto &t : terms)
