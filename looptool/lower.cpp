@@ -48,7 +48,9 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
                                                     : ElidedProgram{p.computation(), p.tree, false};
     if (log) {
         Program shown{std::make_shared<const Computation>(prog.comp), prog.tree, 0};
-        step("elide copies", prog.elided ? "folded a copy nest\n" + dump(shown, false) : "none");
+        std::string tree = dump(shown, false);
+        while (!tree.empty() && tree.back() == '\n') tree.pop_back();
+        step("elide copies", prog.elided ? "folded a copy nest, the tree is now\n" + tree : "none");
     }
     const Computation &c = prog.comp;
 

@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "looptool/actions.h"
 #include "looptool/lower_elide.h"
+#include "looptool/lower.h"
 #include "test_util.h"
 
 using namespace looptool;
@@ -145,4 +148,23 @@ TEST(LowerPlan, AVectorizedReductionVarWithATailHoldsNoTile) {
     // The region is entered with one m and one n element left.
     for (size_t d = 0; d < size_t(p.region[0]); ++d) avail[size_t(p.nest.loops[d].var)] = p.inner[d];
     EXPECT_FALSE(tile_keys(p, 0, size_t(p.region[0]), avail, stat).has_value());
+}
+
+TEST(LowerPlan, LoweringLogsEveryStepWhenAsked) {
+    ::setenv("LOOPTOOL_LOG_LOWERING", "1", 1);
+    testing::internal::CaptureStderr();
+    lower_to_llvm_ir(apply_all(matmul_program(112, 208, 256), kTile8x32), "tile");
+    const std::string log = testing::internal::GetCapturedStderr();
+    ::unsetenv("LOOPTOOL_LOG_LOWERING");
+    size_t at = 0;
+    for (const char *step : {"validate", "elide copies: folded", "plan: nest 0: static", "emit: ",
+                             "zero outputs: none", "wrapper", "verify: ok"}) {
+        const size_t next = log.find(std::string("lower tile: ") + step, at);
+        EXPECT_NE(next, std::string::npos) << step << " missing or out of order in\n" << log;
+        if (next != std::string::npos) at = next;
+    }
+    // Off by default.
+    testing::internal::CaptureStderr();
+    lower_to_llvm_ir(matmul_program(8, 8, 8));
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
