@@ -252,8 +252,9 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
         for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps; ++i) {
             const int a = env.action_space().index_of(t.actions[i]);
             if (a < 0 || !env.action_mask()[a]) {
-                fmt::print(stderr, "warning: {}: action {} ({}) is not legal in space {}; trace cut there\n",
-                           t.benchmark, i, looptool::action_name(t.actions[i]), env.action_space().name);
+                looptool::warn(fmt::format("{}: action {} ({}) is not legal in space {}; trace cut there",
+                                           t.benchmark, i, looptool::action_name(t.actions[i]),
+                                           env.action_space().name));
                 break;
             }
             RlState s = encode_state(env, with_graph);

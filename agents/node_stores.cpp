@@ -33,9 +33,9 @@ void merge_node_stores(const mpi::Session &world, const TrainConfig &c, const st
     const std::string dest_path = c.out_dir + "/store.sqlite";
     if (!mpi::barrier(c.mpi_timeout)) {
         if (world.rank == 0)
-            fmt::print(stderr, "warning: some rank did not finish within {:.0f} s; node stores not merged into {} "
-                               "(use `looptool store merge --store {} <node stores>`)\n",
-                       c.mpi_timeout, dest_path, dest_path);
+            looptool::warn(fmt::format("some rank did not finish within {:.0f} s; node stores not merged into {} "
+                                       "(use `looptool store merge --store {} <node stores>`)",
+                                       c.mpi_timeout, dest_path, dest_path));
         return;
     }
     std::vector<int> senders;  // the first rank of every other host
@@ -66,8 +66,8 @@ void merge_node_stores(const mpi::Session &world, const TrainConfig &c, const st
         mpi::Outgoing out;
         out.send(0, tag, std::move(bytes));
         if (!out.drain(c.mpi_timeout))
-            fmt::print(stderr, "warning: rank {}: rank 0 did not take this host's store within {:.0f} s\n",
-                       world.rank, c.mpi_timeout);
+            looptool::warn(fmt::format("rank {}: rank 0 did not take this host's store within {:.0f} s",
+                                       world.rank, c.mpi_timeout));
         return;
     }
 
@@ -90,8 +90,9 @@ void merge_node_stores(const mpi::Session &world, const TrainConfig &c, const st
             }
             const std::string &host = hosts[size_t(r)];
             if (tag != kStore) {
-                fmt::print(stderr, "warning: the store of host {} (rank {}) was not merged: {}\n", host, r,
-                           tag == kStoreFailed ? std::string(bytes.begin(), bytes.end()) : "nothing came");
+                looptool::warn(fmt::format("the store of host {} (rank {}) was not merged: {}", host, r,
+                                           tag == kStoreFailed ? std::string(bytes.begin(), bytes.end())
+                                                               : "nothing came"));
                 continue;
             }
             const std::string part = fmt::format("{}/store.{}.part", c.out_dir, r);
@@ -108,7 +109,7 @@ void merge_node_stores(const mpi::Session &world, const TrainConfig &c, const st
             c.progress(fmt::format("stores of {} hosts merged into {}: {} new measurements", senders.size() + 1,
                                    dest_path, added));
     } catch (const std::exception &e) {
-        fmt::print(stderr, "warning: merging the node stores into {} failed: {}\n", dest_path, e.what());
+        looptool::warn(fmt::format("merging the node stores into {} failed: {}", dest_path, e.what()));
     }
 }
 

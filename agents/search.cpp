@@ -1,6 +1,7 @@
 #include "agents/search.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 
@@ -10,10 +11,34 @@ namespace looptune {
 
 using namespace looptool;
 
+const std::vector<SearchAlgorithm> &search_table() {
+    using namespace std::placeholders;
+    static const std::vector<SearchAlgorithm> table = {
+        {"greedy1", "measure every legal next action, take the best; stop when none improves",
+         std::bind(detail::greedy, _1, _2, _3, 1)},
+        {"greedy2", "as greedy1 with a lookahead of 2 actions", std::bind(detail::greedy, _1, _2, _3, 2)},
+        {"beam2dfs", "depth-first beam: recurse into the 2 best children",
+         std::bind(detail::beam, _1, _2, _3, 2, true)},
+        {"beam4dfs", "depth-first beam: recurse into the 4 best children",
+         std::bind(detail::beam, _1, _2, _3, 4, true)},
+        {"beam2bfs", "breadth-first beam: keep the 2 best distinct children per level",
+         std::bind(detail::beam, _1, _2, _3, 2, false)},
+        {"beam4bfs", "breadth-first beam: keep the 4 best distinct children per level",
+         std::bind(detail::beam, _1, _2, _3, 4, false)},
+        {"random", "uniformly random legal walks of the step limit", detail::random_walks},
+        {"genetic", "a genetic algorithm over action sequences", detail::genetic},
+        {"tile", "the register-tile schedule family for matmuls (an expert template)",
+         detail::tile_template},
+    };
+    return table;
+}
+
 const std::vector<std::string> &search_algorithms() {
-    static const std::vector<std::string> names = {"greedy1",  "greedy2",  "beam2dfs", "beam4dfs",
-                                                   "beam2bfs", "beam4bfs", "random",   "genetic",
-                                                   "tile"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> n;
+        for (const auto &a : search_table()) n.push_back(a.name);
+        return n;
+    }();
     return names;
 }
 
@@ -21,18 +46,10 @@ SearchResult run_search(const std::string &algo, Environment &env, const Program
                         const SearchConfig &config) {
     if (config.max_steps < 1) throw Error("the step limit must be at least 1");
     if (!(config.budget_s > 0)) throw Error("the budget must be positive");
-    if (algo == "greedy1") return detail::greedy(env, start, config, 1);
-    if (algo == "greedy2") return detail::greedy(env, start, config, 2);
-    if (algo == "beam2dfs") return detail::beam(env, start, config, 2, true);
-    if (algo == "beam4dfs") return detail::beam(env, start, config, 4, true);
-    if (algo == "beam2bfs") return detail::beam(env, start, config, 2, false);
-    if (algo == "beam4bfs") return detail::beam(env, start, config, 4, false);
-    if (algo == "random") return detail::random_walks(env, start, config);
-    if (algo == "genetic") return detail::genetic(env, start, config);
-    if (algo == "tile") return detail::tile_template(env, start, config);
-    std::string known;
-    for (const auto &n : search_algorithms()) known += (known.empty() ? "" : ", ") + n;
-    throw Error(fmt::format("unknown search algorithm '{}' (known: {})", algo, known));
+    for (const auto &a : search_table())
+        if (a.name == algo) return a.run(env, start, config);
+    throw Error(fmt::format("unknown search algorithm '{}' (known: {})", algo,
+                            fmt::join(search_algorithms(), ", ")));
 }
 
 namespace detail {

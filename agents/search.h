@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_set>
 #include <string>
 #include <vector>
@@ -44,6 +45,15 @@ struct SearchResult {
     std::vector<CurvePoint> curve;          ///< one point per improvement
 };
 
+/// One search by name. search_table() is the one list of them: `search --algo` and its help,
+/// `compare --methods` and the tests read it; nothing else spells the names out.
+struct SearchAlgorithm {
+    std::string name;
+    std::string help;  ///< one line for --help
+    std::function<SearchResult(Environment &, const looptool::Program &, const SearchConfig &)> run;
+};
+const std::vector<SearchAlgorithm> &search_table();
+/// The names of search_table(), in its order.
 const std::vector<std::string> &search_algorithms();
 
 /// Runs `algo` from `start` (usually the naive nest) in `env`'s action space.

@@ -26,7 +26,7 @@ Run add_search(CLI::App &app) {
     };
     auto o = std::make_shared<Opts>();
     std::string algos;
-    for (const auto &a : looptune::search_algorithms()) algos += (algos.empty() ? "" : ", ") + a;
+    for (const auto &a : looptune::search_table()) algos += fmt::format("\n  {}: {}", a.name, a.help);
     cmd->add_option("--bench", o->benches, "Benchmark file (repeatable)");
     cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead");
     cmd->add_option("--split", o->split, "With --dataset: train, test or all")->capture_default_str();

@@ -12,16 +12,34 @@ namespace looptool::cli {
 
 using Run = std::function<int()>;
 
-Run add_generate(CLI::App &app);
-Run add_read(CLI::App &app);
-Run add_store(CLI::App &app);
-Run add_peak(CLI::App &app);
-Run add_search(CLI::App &app);
-Run add_validate(CLI::App &app);
-Run add_compare(CLI::App &app);
-Run add_train(CLI::App &app);
-Run add_tune(CLI::App &app);
-Run add_slurm_train(CLI::App &app);
+/// The one list of subcommands: X(name, add function), in `looptool --help` order. Each
+/// add function lives in cmd_<name>.cpp and adds the subcommand `name` to the app.
+#define LOOPTOOL_COMMANDS(X)              \
+    X("generate", add_generate)           \
+    X("read", add_read)                   \
+    X("store", add_store)                 \
+    X("peak", add_peak)                   \
+    X("search", add_search)               \
+    X("validate", add_validate)           \
+    X("compare", add_compare)             \
+    X("train", add_train)                 \
+    X("tune", add_tune)                   \
+    X("slurm-train", add_slurm_train)
+
+#define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
+LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)
+#undef LOOPTOOL_COMMAND_DECLARE
+
+struct Command {
+    const char *name;
+    Run (*add)(CLI::App &app);
+};
+
+inline constexpr Command kCommands[] = {
+#define LOOPTOOL_COMMAND_ENTRY(name, add) {name, &add},
+    LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_ENTRY)
+#undef LOOPTOOL_COMMAND_ENTRY
+};
 
 /// Splits "a, b,c" at commas, dropping spaces and empty items.
 std::vector<std::string> split_list(const std::string &text);

@@ -80,16 +80,7 @@ int main(int argc, char **argv) {
     CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};
     app.require_subcommand(1);
     std::map<std::string, Run> runs;
-    runs["generate"] = add_generate(app);
-    runs["read"] = add_read(app);
-    runs["store"] = add_store(app);
-    runs["peak"] = add_peak(app);
-    runs["search"] = add_search(app);
-    runs["validate"] = add_validate(app);
-    runs["compare"] = add_compare(app);
-    runs["train"] = add_train(app);
-    runs["tune"] = add_tune(app);
-    runs["slurm-train"] = add_slurm_train(app);
+    for (const Command &c : kCommands) runs[c.name] = c.add(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -99,7 +90,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     try {
-        for (auto *sub : app.get_subcommands()) return runs.at(sub->get_name())();
+        for (auto *sub : app.get_subcommands()) {
+            auto run = runs.find(sub->get_name());
+            LT_CHECK(run != runs.end(), "subcommand " + sub->get_name() + " is not in LOOPTOOL_COMMANDS");
+            return run->second();
+        }
     } catch (const looptool::Error &e) {
         fmt::print(stderr, "error: {}\n", e.what());
         return 1;

@@ -110,8 +110,18 @@ const char *why_illegal(const Program &p, Action a) {
             if (cur.size < 2) return "the loop has a single iteration";
             if (cur.size > kMaxVectorWidth) return "the loop is wider than the widest vector";
             return nullptr;
-        default: return "unknown action";
+        case Action::Split2:
+        case Action::Split4:
+        case Action::Split8:
+        case Action::Split16:
+        case Action::Split32:
+        case Action::Split64:
+        case Action::Split128:
+        case Action::Split256:
+        case Action::Split512:
+        case Action::Split1024: break;  // answered above, from split_factor
     }
+    LT_CHECK(false, fmt::format("why_illegal: unhandled action {}", action_name(a)));
 }
 
 ApplyResult try_apply(const Program &p, Action a) {
@@ -156,7 +166,16 @@ ApplyResult try_apply(const Program &p, Action a) {
         }
         case Action::Unroll: loops[d].unroll = true; break;
         case Action::Vectorize: loops[d].vectorize = true; break;
-        default: LT_CHECK(false, "unhandled action");
+        case Action::Split2:
+        case Action::Split4:
+        case Action::Split8:
+        case Action::Split16:
+        case Action::Split32:
+        case Action::Split64:
+        case Action::Split128:
+        case Action::Split256:
+        case Action::Split512:
+        case Action::Split1024: LT_CHECK(false, "splits are applied above");
     }
     return {true, nullptr, std::move(q)};
 }

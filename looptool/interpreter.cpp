@@ -57,21 +57,19 @@ T apply_op(OpKind op, T a, T b) {
         case OpKind::Sqrt: return std::sqrt(a);
         case OpKind::Abs: return std::abs(a);
         case OpKind::Recip: return T(1) / a;
-        default: LT_CHECK(false, "not an arithmetic op");
+        case OpKind::Read:
+        case OpKind::Const: break;
     }
+    LT_CHECK(false, fmt::format("{} is not an arithmetic op", op_name(op)));
 }
 
 template <typename T>
 T eval(const Computation &c, const Expr &e, const Buffers &b, const std::vector<int64_t> &idx) {
-    switch (e.op) {
-        case OpKind::Read: return T(b.data[size_t(e.access.tensor)][size_t(flat_index(c, e.access, idx))]);
-        case OpKind::Const: return T(e.value);
-        default: {
-            T a = eval<T>(c, e.args[0], b, idx);
-            T bb = e.args.size() > 1 ? eval<T>(c, e.args[1], b, idx) : T(0);
-            return apply_op(e.op, a, bb);
-        }
-    }
+    if (e.op == OpKind::Read) return T(b.data[size_t(e.access.tensor)][size_t(flat_index(c, e.access, idx))]);
+    if (e.op == OpKind::Const) return T(e.value);
+    T a = eval<T>(c, e.args[0], b, idx);
+    T bb = e.args.size() > 1 ? eval<T>(c, e.args[1], b, idx) : T(0);
+    return apply_op(e.op, a, bb);
 }
 
 void exec_stmt_float(const Computation &c, const Statement &s, Buffers &b,

@@ -1,17 +1,13 @@
 #include "looptool/ir.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
 #include "looptool/error.h"
 
 namespace looptool {
-
-void internal_check_failed(const char *cond, const char *file, int line, const std::string &msg) {
-    throw InternalError(fmt::format("internal error at {}:{}: check `{}` failed: {}", file, line,
-                                    cond, msg));
-}
 
 int64_t Affine::coef_of(int v) const {
     int64_t c = 0;
@@ -32,38 +28,43 @@ int64_t Tensor::stride(size_t d) const {
     return s;
 }
 
+const std::vector<OpKind> &all_ops() {
+    static const std::vector<OpKind> ops = {
+#define LOOPTOOL_OP_VALUE(op, name, arity, infix) OpKind::op,
+        LOOPTOOL_OPS(LOOPTOOL_OP_VALUE)
+#undef LOOPTOOL_OP_VALUE
+    };
+    return ops;
+}
+
 int op_arity(OpKind op) {
     switch (op) {
-        case OpKind::Read:
-        case OpKind::Const: return 0;
-        case OpKind::Add:
-        case OpKind::Sub:
-        case OpKind::Mul:
-        case OpKind::Div:
-        case OpKind::Min:
-        case OpKind::Max: return 2;
-        default: return 1;
+#define LOOPTOOL_OP_ARITY(op, name, arity, infix) \
+    case OpKind::op: return arity;
+        LOOPTOOL_OPS(LOOPTOOL_OP_ARITY)
+#undef LOOPTOOL_OP_ARITY
     }
+    LT_CHECK(false, "not an OpKind");
 }
 
 const char *op_name(OpKind op) {
     switch (op) {
-        case OpKind::Read: return "read";
-        case OpKind::Const: return "const";
-        case OpKind::Add: return "add";
-        case OpKind::Sub: return "sub";
-        case OpKind::Mul: return "mul";
-        case OpKind::Div: return "div";
-        case OpKind::Min: return "min";
-        case OpKind::Max: return "max";
-        case OpKind::Neg: return "neg";
-        case OpKind::Exp: return "exp";
-        case OpKind::Log: return "log";
-        case OpKind::Sqrt: return "sqrt";
-        case OpKind::Abs: return "abs";
-        case OpKind::Recip: return "recip";
+#define LOOPTOOL_OP_NAME(op, name, arity, infix) \
+    case OpKind::op: return name;
+        LOOPTOOL_OPS(LOOPTOOL_OP_NAME)
+#undef LOOPTOOL_OP_NAME
     }
-    return "?";
+    LT_CHECK(false, "not an OpKind");
+}
+
+const char *op_infix(OpKind op) {
+    switch (op) {
+#define LOOPTOOL_OP_INFIX(op, name, arity, infix) \
+    case OpKind::op: return infix;
+        LOOPTOOL_OPS(LOOPTOOL_OP_INFIX)
+#undef LOOPTOOL_OP_INFIX
+    }
+    LT_CHECK(false, "not an OpKind");
 }
 
 Expr Expr::read(Access a) {
@@ -133,7 +134,37 @@ std::vector<int> vars_of(const Statement &s) {
     return out;
 }
 
-std::vector<int> Computation::stmt_vars(int stmt) const { return vars_of(stmts.at(size_t(stmt))); }
+std::vector<int> Computation::stmt_vars(int stmt) const {
+    LT_CHECK(stmt >= 0 && size_t(stmt) < stmts.size(), fmt::format("no statement {}", stmt));
+    return vars_of(stmts[size_t(stmt)]);
+}
+
+void collect_reads(const Expr &e, std::vector<const Access *> &out) {
+    if (e.op == OpKind::Read) out.push_back(&e.access);
+    for (const auto &a : e.args) collect_reads(a, out);
+}
+
+bool reads_tensor(const Statement &s, int t) {
+    std::vector<const Access *> reads;
+    collect_reads(s.value, reads);
+    for (auto *a : reads)
+        if (a->tensor == t) return true;
+    return false;
+}
+
+bool is_identity_cover(const Computation &c, const Access &a) {
+    const Tensor &t = c.tensors[size_t(a.tensor)];
+    std::vector<int> seen;
+    for (size_t d = 0; d < a.index.size(); ++d) {
+        const Affine &f = a.index[d];
+        if (f.terms.size() != 1 || f.terms[0].coef != 1 || f.offset != 0) return false;
+        int v = f.terms[0].var;
+        if (std::find(seen.begin(), seen.end(), v) != seen.end()) return false;
+        if (c.vars[size_t(v)].extent != t.shape[d]) return false;
+        seen.push_back(v);
+    }
+    return true;
+}
 
 double Computation::flops() const {
     double total = 0;
@@ -283,7 +314,8 @@ Computation make_elementwise_add(int64_t m, int64_t n, std::string name) {
 std::string format_affine(const Computation &c, const Affine &a) {
     std::string s;
     for (const auto &t : a.terms) {
-        const std::string &vn = c.vars.at(size_t(t.var)).name;
+        LT_CHECK(t.var >= 0 && size_t(t.var) < c.vars.size(), fmt::format("no var {}", t.var));
+        const std::string &vn = c.vars[size_t(t.var)].name;
         if (!s.empty()) s += t.coef < 0 ? "-" : "+";
         else if (t.coef < 0) s += "-";
         int64_t mag = t.coef < 0 ? -t.coef : t.coef;
@@ -297,7 +329,9 @@ std::string format_affine(const Computation &c, const Affine &a) {
 }
 
 std::string format_access(const Computation &c, const Access &a) {
-    std::string s = c.tensors.at(size_t(a.tensor)).name + "[";
+    LT_CHECK(a.tensor >= 0 && size_t(a.tensor) < c.tensors.size(),
+             fmt::format("no tensor {}", a.tensor));
+    std::string s = c.tensors[size_t(a.tensor)].name + "[";
     for (size_t i = 0; i < a.index.size(); ++i) {
         if (i) s += ", ";
         s += format_affine(c, a.index[i]);
@@ -306,19 +340,12 @@ std::string format_access(const Computation &c, const Access &a) {
 }
 
 std::string format_expr(const Computation &c, const Expr &e) {
-    switch (e.op) {
-        case OpKind::Read: return format_access(c, e.access);
-        case OpKind::Const: return fmt::format("{}", e.value);
-        case OpKind::Add: return fmt::format("({} + {})", format_expr(c, e.args[0]), format_expr(c, e.args[1]));
-        case OpKind::Sub: return fmt::format("({} - {})", format_expr(c, e.args[0]), format_expr(c, e.args[1]));
-        case OpKind::Mul: return fmt::format("({} * {})", format_expr(c, e.args[0]), format_expr(c, e.args[1]));
-        case OpKind::Div: return fmt::format("({} / {})", format_expr(c, e.args[0]), format_expr(c, e.args[1]));
-        case OpKind::Min:
-        case OpKind::Max:
-            return fmt::format("{}({}, {})", op_name(e.op), format_expr(c, e.args[0]),
-                               format_expr(c, e.args[1]));
-        default: return fmt::format("{}({})", op_name(e.op), format_expr(c, e.args[0]));
-    }
+    if (e.op == OpKind::Read) return format_access(c, e.access);
+    if (e.op == OpKind::Const) return fmt::format("{}", e.value);
+    std::vector<std::string> args;
+    for (const auto &a : e.args) args.push_back(format_expr(c, a));
+    if (*op_infix(e.op)) return fmt::format("({} {} {})", args[0], op_infix(e.op), args[1]);
+    return fmt::format("{}({})", op_name(e.op), fmt::join(args, ", "));
 }
 
 std::string format_stmt(const Computation &c, const Statement &s) {

@@ -52,10 +52,39 @@ struct Access {
     bool operator==(const Access &) const = default;
 };
 
-enum class OpKind { Read, Const, Add, Sub, Mul, Div, Min, Max, Neg, Exp, Log, Sqrt, Abs, Recip };
+/// The one list of expression ops: X(enumerator, name, arity, infix). `name` is how the text
+/// format calls it (`min(a, b)`), `infix` its operator when written between its operands
+/// ("" for the call syntax; Read and Const have their own syntax). Names, arities and the
+/// parser come from this list; the switches that give an op its meaning (interpreter,
+/// lowering, printing) have no `default:`, so -Wswitch names every one a new op misses.
+#define LOOPTOOL_OPS(X)        \
+    X(Read, "read", 0, "")     \
+    X(Const, "const", 0, "")   \
+    X(Add, "add", 2, "+")      \
+    X(Sub, "sub", 2, "-")      \
+    X(Mul, "mul", 2, "*")      \
+    X(Div, "div", 2, "/")      \
+    X(Min, "min", 2, "")       \
+    X(Max, "max", 2, "")       \
+    X(Neg, "neg", 1, "")       \
+    X(Exp, "exp", 1, "")       \
+    X(Log, "log", 1, "")       \
+    X(Sqrt, "sqrt", 1, "")     \
+    X(Abs, "abs", 1, "")       \
+    X(Recip, "recip", 1, "")
 
+enum class OpKind {
+#define LOOPTOOL_OP_ENUM(op, name, arity, infix) op,
+    LOOPTOOL_OPS(LOOPTOOL_OP_ENUM)
+#undef LOOPTOOL_OP_ENUM
+};
+
+/// Every op, in list order.
+const std::vector<OpKind> &all_ops();
 int op_arity(OpKind op);  // 0 for Read/Const
 const char *op_name(OpKind op);
+/// The infix operator ("+"), or "" for ops written as calls and for Read/Const.
+const char *op_infix(OpKind op);
 
 struct Expr {
     OpKind op = OpKind::Const;
@@ -102,6 +131,14 @@ struct Computation {
 /// Variables an access or a statement uses, in first-use order (a statement's output first).
 std::vector<int> vars_of(const Access &a);
 std::vector<int> vars_of(const Statement &s);
+
+/// Appends the accesses e reads, in evaluation order (left operand first).
+void collect_reads(const Expr &e, std::vector<const Access *> &out);
+/// True when s's value reads tensor t.
+bool reads_tensor(const Statement &s, int t);
+/// True when `a` indexes each dimension of its tensor by a distinct var with coefficient 1 and
+/// no offset, and that var spans the dimension: an injective map onto every element.
+bool is_identity_cover(const Computation &c, const Access &a);
 
 using ComputationPtr = std::shared_ptr<const Computation>;
 

@@ -20,18 +20,10 @@
 #include <unordered_map>
 
 #include "looptool/error.h"
-#include "looptool/lower.h"
+#include "looptool/lower_internal.h"
 #include "looptool/text_format.h"
 
 namespace looptool {
-namespace detail {
-// Defined in lower.cpp (its LLVM-typed entry point, kept out of lower.h).
-std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContext &ctx,
-                                              const std::string &fn_name,
-                                              const LowerOptions &options,
-                                              LoweringSummary *summary);
-}  // namespace detail
-
 namespace {
 
 // The IR pipeline. The lowering already emits the register tiles, unrolled copies and

@@ -14,8 +14,8 @@
 // Addresses are base pointers advanced by one GEP per loop level (strength-reduced), so
 // the optimiser's alias analysis and LICM can see through them.
 //
-// The kernel function itself is built by detail::lower_to_module in lower.cpp, declared
-// in jit.cpp so that no LLVM type appears in any header.
+// The LLVM module itself comes from detail::lower_to_module, declared in lower_internal.h
+// (the JIT's and the object export's entry point) so that no LLVM type appears in this header.
 #pragma once
 
 #include <cstdint>

@@ -234,9 +234,9 @@ private:
             return {Expr::constant(v), 1};
         }
         std::string name = ident();
-        for (OpKind op : {OpKind::Min, OpKind::Max, OpKind::Neg, OpKind::Exp, OpKind::Log,
-                          OpKind::Sqrt, OpKind::Abs, OpKind::Recip}) {
-            if (name != op_name(op)) continue;
+        for (OpKind op : all_ops()) {
+            // Ops written as calls: `min(a, b)`, `exp(a)`.
+            if (op_arity(op) == 0 || *op_infix(op) || name != op_name(op)) continue;
             expect("(");
             Parsed a = expr();
             if (op_arity(op) == 2) {

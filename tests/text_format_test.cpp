@@ -153,6 +153,22 @@ TEST(Serialize, RoundTripsEveryOperatorConstantAndAffineIndex) {
     EXPECT_EQ(a.data, b.data);
 }
 
+TEST(Serialize, EveryOpOfTheListRoundTrips) {
+    // The parser reads op names from the op list (ir.h): a new op is parsed once it is listed.
+    for (OpKind op : all_ops()) {
+        if (op_arity(op) == 0) continue;
+        Computation c = make_elementwise_add(3, 4, std::string("op_") + op_name(op));
+        const Expr a = c.stmts[0].value.args[0], b = c.stmts[0].value.args[1];
+        c.stmts[0].value = op_arity(op) == 2 ? Expr::binary(op, a, b) : Expr::unary(op, a);
+        auto comp = std::make_shared<Computation>(c);
+        Program p = Program::naive(comp);
+        expect_round_trip(p);
+        EXPECT_EQ(*parse_program(serialize(p)).comp, *comp) << op_name(op);
+        const std::string spelled = *op_infix(op) ? std::string(" ") + op_infix(op) + " " : std::string(op_name(op)) + "(";
+        EXPECT_NE(serialize(p).find(spelled), std::string::npos) << serialize(p);
+    }
+}
+
 TEST(Parse, AcceptsCommentsAndBlankLines) {
     std::string text = serialize(matmul_program(4, 4, 4));
     text = replace(text, "nest 0\n", "\n# the compute nest\nnest 0\n   \n");

@@ -1,0 +1,498 @@
+#include "looptool/lower_emit.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "looptool/error.h"
+
+namespace looptool::detail {
+namespace {
+
+using llvm::BasicBlock;
+using llvm::IRBuilder;
+using llvm::PHINode;
+using llvm::Type;
+using llvm::Value;
+
+/// A register tile being emitted: the SSA accumulators of one statement's output region.
+struct Tile {
+    int stmt = 0;
+    bool zero_start = false;
+    std::map<AccKey, Value *> acc;
+};
+
+/// The static context of the code being emitted.
+struct State {
+    std::vector<int64_t> avail;  // per var: elements left to cover at this depth
+    std::vector<int64_t> stat;   // per var: static index offset (unrolled copies, tails)
+    std::vector<Value *> ptr;    // per slot: run-time base pointer (one GEP per loop level)
+    std::vector<int64_t> mult;   // per slot: the pointer is base + mult*k elements
+    std::vector<Tile *> tiles;   // active register tiles (owned by the emit() that started them)
+};
+
+int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); }
+
+/// Emits one nest from its plan. Everything it knows about the nest is in the plan; its own
+/// state is the builder's position and the static context passed down the walk.
+class NestEmitter {
+public:
+    NestEmitter(const Computation &c, const NestPlan &plan, const KernelBody &body,
+                IRBuilder<> &b, std::vector<bool> &zero_started, LoweringSummary &sum)
+        : c_(c), plan_(plan), body_(body), b_(b), ctx_(b.getContext()),
+          zero_started_(zero_started), sum_(sum) {
+        f32_ = Type::getFloatTy(ctx_);
+        i64_ = Type::getInt64Ty(ctx_);
+        i32_ = Type::getInt32Ty(ctx_);
+    }
+
+    void run() {
+        if (plan_.mode == NestMode::Generic) {
+            std::vector<Value *> idx(c_.vars.size(), b_.getInt64(0)), av;
+            for (const auto &v : c_.vars) av.push_back(b_.getInt64(uint64_t(v.extent)));
+            emit_generic(0, idx, av);
+            return;
+        }
+        State st;
+        for (const auto &v : c_.vars) st.avail.push_back(v.extent);
+        st.stat.assign(c_.vars.size(), 0);
+        for (const Slot &s : plan_.slots) {
+            st.ptr.push_back(body_.args[size_t(s.tensor)]);
+            st.mult.push_back(16);  // 64-byte aligned buffers
+        }
+        emit(0, st);
+    }
+
+private:
+    void emit(size_t d, State st);
+    void emit_stmts(State &st, int vvar, int64_t w);
+    void emit_stmt(int s, State &st, int vvar, int64_t w);
+    void emit_runtime_loop(int64_t n, bool poll, State &st,
+                           const std::function<void(Value *iv)> &body);
+    void emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail);
+    void emit_poll();
+    std::unique_ptr<Tile> start_tile(size_t pos, size_t d, State &st);
+    void finish_tile(const Tile &t, State &st);
+
+    Type *vec_type(int64_t w) const {
+        return w == 1 ? f32_ : static_cast<Type *>(llvm::FixedVectorType::get(f32_, unsigned(w)));
+    }
+    int64_t static_offset(int slot, const State &st) const;
+    Value *addr(int slot, const State &st, int64_t extra, llvm::Align *align);
+    Value *load(int slot, State &st, int vvar, int64_t w);
+    Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride);
+    void store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, Value *v);
+    Value *eval(const Expr &e, State &st, int vvar, int64_t w);
+    Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w);
+
+    const Computation &c_;
+    const NestPlan &plan_;
+    const KernelBody &body_;
+    IRBuilder<> &b_;
+    llvm::LLVMContext &ctx_;
+    std::vector<bool> &zero_started_;  // per statement: every emission was a zero-start tile
+    LoweringSummary &sum_;
+    Type *f32_, *i64_, *i32_;
+};
+
+int64_t NestEmitter::static_offset(int slot, const State &st) const {
+    const Slot &s = plan_.slots[size_t(slot)];
+    int64_t o = s.offset;
+    for (size_t v = 0; v < s.coef.size(); ++v) o += s.coef[v] * st.stat[v];
+    return o;
+}
+
+Value *NestEmitter::addr(int slot, const State &st, int64_t off, llvm::Align *align) {
+    Value *base = st.ptr[size_t(slot)];
+    if (align) {
+        int64_t g = gcd64(st.mult[size_t(slot)], off);
+        int64_t pow2 = g & -g;
+        *align = llvm::Align(uint64_t(std::min<int64_t>(64, 4 * pow2)));
+    }
+    if (off == 0) return base;
+    return b_.CreateInBoundsGEP(f32_, base, b_.getInt64(uint64_t(off)));
+}
+
+Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride) {
+    llvm::Align al;
+    if (w == 1) return b_.CreateAlignedLoad(f32_, addr(slot, st, off, &al), al);
+    if (stride == 1) return b_.CreateAlignedLoad(vec_type(w), addr(slot, st, off, &al), al);
+    if (stride == 0)
+        return b_.CreateVectorSplat(unsigned(w),
+                                    b_.CreateAlignedLoad(f32_, addr(slot, st, off, &al), al));
+    Value *v = llvm::PoisonValue::get(vec_type(w));
+    for (int64_t l = 0; l < w; ++l) {
+        Value *x = b_.CreateAlignedLoad(f32_, addr(slot, st, off + l * stride, &al), al);
+        v = b_.CreateInsertElement(v, x, uint64_t(l));
+    }
+    return v;
+}
+
+void NestEmitter::store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
+                          Value *v) {
+    llvm::Align al;
+    if (w == 1) {
+        b_.CreateAlignedStore(v, addr(slot, st, off, &al), al);
+    } else if (stride == 1) {
+        b_.CreateAlignedStore(v, addr(slot, st, off, &al), al);
+    } else if (stride == 0) {
+        // Sequential writes of every lane to one element leave the last lane's value.
+        b_.CreateAlignedStore(b_.CreateExtractElement(v, uint64_t(w - 1)),
+                              addr(slot, st, off, &al), al);
+    } else {
+        for (int64_t l = 0; l < w; ++l)
+            b_.CreateAlignedStore(b_.CreateExtractElement(v, uint64_t(l)),
+                                  addr(slot, st, off + l * stride, &al), al);
+    }
+}
+
+Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
+    int64_t stride = w > 1 ? plan_.slots[size_t(slot)].coef[size_t(vvar)] : 0;
+    return load_lanes(slot, st, static_offset(slot, st), w, stride);
+}
+
+Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
+    if (e.op == OpKind::Read) return load(plan_.slot(e.access), st, vvar, w);
+    if (e.op == OpKind::Const) return llvm::ConstantFP::get(vec_type(w), double(e.value));
+    Value *a = eval(e.args[0], st, vvar, w);
+    Value *b = e.args.size() > 1 ? eval(e.args[1], st, vvar, w) : nullptr;
+    switch (e.op) {
+        case OpKind::Add: return b_.CreateFAdd(a, b);
+        case OpKind::Sub: return b_.CreateFSub(a, b);
+        case OpKind::Mul: return b_.CreateFMul(a, b);
+        case OpKind::Div: return b_.CreateFDiv(a, b);
+        // std::min(a, b) is (b < a) ? b : a and std::max(a, b) is (a < b) ? b : a; the
+        // same selects keep the interpreter's NaN behaviour.
+        case OpKind::Min: return b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
+        case OpKind::Max: return b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
+        case OpKind::Neg: return b_.CreateFNeg(a);
+        case OpKind::Exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, a);
+        case OpKind::Log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a);
+        case OpKind::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+        case OpKind::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+        case OpKind::Recip: return b_.CreateFDiv(llvm::ConstantFP::get(vec_type(w), 1.0), a);
+        case OpKind::Read:
+        case OpKind::Const: break;
+    }
+    LT_CHECK(false, fmt::format("cannot lower op {}", op_name(e.op)));
+}
+
+// old + value, as a fused multiply-add when the value is a product.
+Value *NestEmitter::update(const Statement &s, Value *old, State &st, int vvar, int64_t w) {
+    if (s.value.op == OpKind::Mul) {
+        Value *a = eval(s.value.args[0], st, vvar, w);
+        Value *b = eval(s.value.args[1], st, vvar, w);
+        return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_type(w)}, {a, b, old});
+    }
+    return b_.CreateFAdd(old, eval(s.value, st, vvar, w));
+}
+
+void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
+    const Statement &stmt = c_.stmts[size_t(s)];
+    const int out = plan_.slot(stmt.out);
+    const int64_t off = static_offset(out, st);
+    const int64_t stride = w > 1 ? plan_.slots[size_t(out)].coef[size_t(vvar)] : 0;
+    sum_.static_statements++;
+    for (Tile *t : st.tiles) {
+        if (t->stmt != s) continue;
+        auto it = t->acc.find(AccKey{off, w, stride});
+        LT_CHECK(it != t->acc.end(), "a statement copy outside its register tile's accumulators");
+        Value *&acc = it->second;
+        acc = update(stmt, acc, st, vvar, w);
+        return;
+    }
+    if (stmt.reduce == ReduceKind::Sum) zero_started_[size_t(s)] = false;
+    if (stmt.reduce == ReduceKind::None) {
+        store_lanes(out, st, off, w, stride, eval(stmt.value, st, vvar, w));
+    } else if (w > 1 && stride == 0) {
+        // A vectorized reduction var: horizontal reduce-add into the scalar.
+        llvm::Align al;
+        Value *p = addr(out, st, off, &al);
+        Value *old = b_.CreateAlignedLoad(f32_, p, al);
+        auto *sum = llvm::cast<llvm::Instruction>(
+            b_.CreateFAddReduce(old, eval(stmt.value, st, vvar, w)));
+        sum->setHasAllowReassoc(true);
+        b_.CreateAlignedStore(sum, p, al);
+    } else {
+        Value *old = load_lanes(out, st, off, w, stride);
+        store_lanes(out, st, off, w, stride, update(stmt, old, st, vvar, w));
+    }
+}
+
+void NestEmitter::emit_stmts(State &st, int vvar, int64_t w) {
+    for (int s : plan_.nest.stmts) emit_stmt(s, st, vvar, w);
+}
+
+void NestEmitter::emit_poll() {
+    Value *flag = b_.CreateLoad(i32_, body_.cancel, /*isVolatile=*/true, "cancel");
+    BasicBlock *cont = BasicBlock::Create(ctx_, "go", body_.fn);
+    llvm::MDBuilder md(ctx_);
+    b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt32(0)), body_.ret, cont,
+                    md.createBranchWeights(1, 1u << 20));
+    b_.SetInsertPoint(cont);
+}
+
+// A do-while loop of n >= 2 iterations; the accumulators of the active tiles are carried
+// around it in phis.
+void NestEmitter::emit_runtime_loop(int64_t n, bool poll, State &st,
+                                const std::function<void(Value *iv)> &body) {
+    BasicBlock *pre = b_.GetInsertBlock();
+    BasicBlock *head = BasicBlock::Create(ctx_, "loop", body_.fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    PHINode *iv = b_.CreatePHI(i64_, 2, "i");
+    iv->addIncoming(b_.getInt64(0), pre);
+    std::vector<std::pair<Value **, PHINode *>> carried;
+    for (Tile *t : st.tiles)
+        for (auto &[key, v] : t->acc) {
+            PHINode *phi = b_.CreatePHI(v->getType(), 2, "acc");
+            phi->addIncoming(v, pre);
+            v = phi;
+            carried.push_back({&v, phi});
+        }
+    if (poll) emit_poll();
+    body(iv);
+    BasicBlock *latch = b_.GetInsertBlock();
+    Value *next = b_.CreateAdd(iv, b_.getInt64(1), "i.next", /*HasNUW=*/true, /*HasNSW=*/true);
+    BasicBlock *exit = BasicBlock::Create(ctx_, "done", body_.fn);
+    b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(uint64_t(n))), head, exit);
+    iv->addIncoming(next, latch);
+    for (auto &[slot, phi] : carried) phi->addIncoming(*slot, latch);
+    b_.SetInsertPoint(exit);
+}
+
+std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
+    std::optional<std::vector<AccKey>> keys = tile_keys(plan_, pos, d, st.avail, st.stat);
+    if (!keys) return nullptr;
+    const int s = plan_.nest.stmts[pos];
+    auto t = std::make_unique<Tile>(Tile{s, plan_.zero_start[pos], {}});
+    const int out = plan_.out_slot[pos];
+    for (const AccKey &k : *keys) {
+        Value *init;
+        if (t->zero_start) {
+            init = llvm::Constant::getNullValue(vec_type(k.w));
+        } else if (k.w > 1 && k.stride == 0) {
+            llvm::Align al;
+            Value *x = b_.CreateAlignedLoad(f32_, addr(out, st, k.off, &al), al);
+            init = b_.CreateInsertElement(llvm::Constant::getNullValue(vec_type(k.w)), x,
+                                          uint64_t(0));
+        } else {
+            init = load_lanes(out, st, k.off, k.w, k.stride);
+        }
+        t->acc[k] = init;
+    }
+    sum_.register_tiles++;
+    if (t->zero_start) sum_.zero_start_tiles++;
+    st.tiles.push_back(t.get());
+    return t;
+}
+
+void NestEmitter::finish_tile(const Tile &t, State &st) {
+    const int out = plan_.out_slot[plan_.position(t.stmt)];
+    for (auto &[k, v] : t.acc) {
+        if (k.w > 1 && k.stride == 0) {
+            auto *sum = llvm::cast<llvm::Instruction>(
+                b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(f32_), v));
+            sum->setHasAllowReassoc(true);
+            store_lanes(out, st, k.off, 1, 0, sum);
+        } else {
+            store_lanes(out, st, k.off, k.w, k.stride, v);
+        }
+    }
+    if (!t.zero_start) zero_started_[size_t(t.stmt)] = false;
+    st.tiles.erase(std::find(st.tiles.begin(), st.tiles.end(), &t));
+}
+
+void NestEmitter::emit(size_t d, State st) {
+    if (d == plan_.nest.loops.size()) {
+        emit_stmts(st, -1, 1);
+        return;
+    }
+    // The tiles started here live until this depth is done; st and its copies below only
+    // point at them.
+    std::vector<std::unique_ptr<Tile>> started;
+    for (size_t i = 0; i < plan_.nest.stmts.size(); ++i)
+        if (plan_.region[i] == int(d))
+            if (auto t = start_tile(i, d, st)) started.push_back(std::move(t));
+
+    const Loop &l = plan_.nest.loops[d];
+    const size_t v = size_t(l.var);
+    const int64_t chunk = plan_.inner[d], total = st.avail[v], nfull = total / chunk,
+                  rem = total % chunk, base = st.stat[v];
+    const bool poll = d == 0;
+    auto static_copy = [&](int64_t start, int64_t n) {
+        State s2 = st;
+        s2.stat[v] = base + start;
+        s2.avail[v] = n;
+        if (poll) emit_poll();
+        emit(d + 1, s2);
+        // Accumulators changed in s2's tiles are the same Tile objects as st's.
+    };
+    switch (plan_.expansion(d, total)) {
+        case Expansion::Vector:
+            if (poll) emit_poll();
+            emit_stmts(st, int(v), total);
+            break;
+        case Expansion::Unrolled:
+            for (int64_t i = 0; i < nfull; ++i) static_copy(i * chunk, chunk);
+            if (rem > 0) static_copy(nfull * chunk, rem);
+            break;
+        case Expansion::Loop:
+            emit_runtime_loop(nfull, poll, st, [&](Value *iv) {
+            State s2 = st;
+            s2.avail[v] = chunk;
+            for (size_t a = 0; a < plan_.slots.size(); ++a) {
+                const int64_t step = plan_.slots[a].coef[v] * chunk;
+                if (step == 0) continue;
+                Value *off = b_.CreateMul(iv, b_.getInt64(uint64_t(step)), "", true, true);
+                s2.ptr[a] = b_.CreateInBoundsGEP(f32_, st.ptr[a], off);
+                s2.mult[a] = gcd64(st.mult[a], step);
+            }
+            emit(d + 1, s2);
+        });
+            if (rem > 0) static_copy(nfull * chunk, rem);
+            break;
+    }
+    for (auto it = started.rbegin(); it != started.rend(); ++it) finish_tile(**it, st);
+}
+
+// Fallback for nests whose static expansion would be too large: plain scalar loops with
+// run-time trip counts and flat addressing, ignoring unroll/vectorize.
+void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
+    if (d == plan_.nest.loops.size()) {
+        State st;
+        st.stat.assign(c_.vars.size(), 0);
+        for (const Slot &s : plan_.slots) {
+            Value *flat = b_.getInt64(0);
+            for (size_t v = 0; v < s.coef.size(); ++v)
+                if (s.coef[v] != 0)
+                    flat = b_.CreateAdd(flat, b_.CreateMul(idx[v], b_.getInt64(uint64_t(s.coef[v]))));
+            st.ptr.push_back(b_.CreateInBoundsGEP(f32_, body_.args[size_t(s.tensor)], flat));
+            st.mult.push_back(1);
+        }
+        emit_stmts(st, -1, 1);
+        return;
+    }
+    const Loop &l = plan_.nest.loops[d];
+    const size_t v = size_t(l.var);
+    const int64_t chunk = plan_.inner[d];
+    Value *total = avail[v], *base = idx[v];
+    BasicBlock *pre = b_.GetInsertBlock();
+    BasicBlock *head = BasicBlock::Create(ctx_, "gloop", body_.fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    PHINode *start = b_.CreatePHI(i64_, 2, "start");
+    start->addIncoming(b_.getInt64(0), pre);
+    if (d == 0) emit_poll();
+    idx[v] = b_.CreateAdd(base, start);
+    avail[v] = chunk == 1 ? b_.getInt64(1)
+                          : b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.getInt64(uint64_t(chunk)),
+                                                     b_.CreateSub(total, start));
+    emit_generic(d + 1, idx, avail);
+    BasicBlock *latch = b_.GetInsertBlock();
+    Value *next = b_.CreateAdd(start, b_.getInt64(uint64_t(chunk)));
+    start->addIncoming(next, latch);
+    BasicBlock *exit = BasicBlock::Create(ctx_, "gdone", body_.fn);
+    b_.CreateCondBr(b_.CreateICmpULT(next, total), head, exit);
+    b_.SetInsertPoint(exit);
+}
+
+}  // namespace
+
+KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name) {
+    llvm::LLVMContext &ctx = m.getContext();
+    IRBuilder<> b(ctx);
+    Type *ptr = llvm::PointerType::getUnqual(ctx);
+    const size_t nt = c.tensors.size();
+    KernelBody body;
+    // The internal body takes every tensor as its own noalias pointer so alias analysis can
+    // tell them apart; the exported wrapper unpacks the KernelFn ABI and calls it (inlined).
+    std::vector<Type *> params(nt, ptr);
+    params.push_back(ptr);
+    auto *body_ty = llvm::FunctionType::get(b.getVoidTy(), params, false);
+    body.fn = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage, fn_name + ".body", m);
+    body.fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    body.fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (size_t t = 0; t < nt; ++t) {
+        llvm::Argument *a = body.fn->getArg(unsigned(t));
+        a->setName(c.tensors[t].name);
+        a->addAttr(llvm::Attribute::NoAlias);
+        a->addAttr(llvm::Attribute::NoCapture);
+        a->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+        a->addAttr(llvm::Attribute::getWithDereferenceableBytes(
+            ctx, uint64_t(c.tensors[t].num_elements()) * 4));
+        body.args.push_back(a);
+    }
+    body.cancel = body.fn->getArg(unsigned(nt));
+    body.cancel->setName("cancel");
+    body.entry = BasicBlock::Create(ctx, "entry", body.fn);
+    body.nests = BasicBlock::Create(ctx, "nests", body.fn);
+    body.ret = BasicBlock::Create(ctx, "ret", body.fn);
+    b.SetInsertPoint(body.ret);
+    b.CreateRetVoid();
+    return body;
+}
+
+std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
+                             const KernelBody &body, LoweringSummary &summary) {
+    IRBuilder<> b(body.fn->getContext());
+    b.SetInsertPoint(body.nests);
+    std::vector<bool> zero_started(c.stmts.size(), true);
+    for (const NestPlan &plan : plans) NestEmitter(c, plan, body, b, zero_started, summary).run();
+    b.CreateBr(body.ret);
+    return zero_started;
+}
+
+void emit_zero_outputs(const Computation &c, const KernelBody &body,
+                       const std::vector<bool> &zero_started, LoweringSummary &summary) {
+    IRBuilder<> b(body.fn->getContext());
+    b.SetInsertPoint(body.entry);
+    const size_t nt = c.tensors.size();
+    std::vector<bool> zero(nt, false);
+    for (size_t s = 0; s < c.stmts.size(); ++s)
+        if (c.stmts[s].reduce == ReduceKind::Sum && !zero_started[s])
+            zero[size_t(c.stmts[s].out.tensor)] = true;
+    for (size_t t = 0; t < nt; ++t)
+        if (zero[t]) {
+            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(c.tensors[t].num_elements()) * 4,
+                           llvm::MaybeAlign(64));
+            summary.zeroed_tensors.push_back(int(t));
+        }
+    b.CreateBr(body.nests);
+}
+
+void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
+                  const std::string &fn_name) {
+    llvm::LLVMContext &ctx = m.getContext();
+    IRBuilder<> b(ctx);
+    Type *ptr = llvm::PointerType::getUnqual(ctx);
+    auto *kernel_ty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr}, false);
+    auto *kernel = llvm::Function::Create(kernel_ty, llvm::Function::ExternalLinkage, fn_name, m);
+    kernel->addFnAttr(llvm::Attribute::NoUnwind);
+    b.SetInsertPoint(BasicBlock::Create(ctx, "entry", kernel));
+    // A null cancel pointer means "never cancel".
+    auto *never = new llvm::GlobalVariable(m, b.getInt32Ty(), true, llvm::GlobalValue::InternalLinkage,
+                                           b.getInt32(0), fn_name + ".never");
+    Value *cancel = kernel->getArg(1);
+    cancel = b.CreateSelect(b.CreateIsNull(cancel), never, cancel);
+    std::vector<Value *> call_args;
+    for (size_t t = 0; t < c.tensors.size(); ++t)
+        call_args.push_back(b.CreateAlignedLoad(
+            ptr, b.CreateConstInBoundsGEP1_64(ptr, kernel->getArg(0), t), llvm::Align(8),
+            c.tensors[t].name + ".ptr"));
+    call_args.push_back(cancel);
+    b.CreateCall(body.fn, call_args);
+    b.CreateRetVoid();
+}
+
+}  // namespace looptool::detail
