@@ -22,6 +22,7 @@ Run add_compare(CLI::App &app);
 Run add_train(CLI::App &app);
 Run add_tune(CLI::App &app);
 Run add_slurm_train(CLI::App &app);
+Run add_export(CLI::App &app);
 
 /// Splits "a, b,c" at commas, dropping spaces and empty items.
 std::vector<std::string> split_list(const std::string &text);

@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     runs["train"] = add_train(app);
     runs["tune"] = add_tune(app);
     runs["slurm-train"] = add_slurm_train(app);
+    runs["export"] = add_export(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {

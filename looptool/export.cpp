@@ -60,12 +60,14 @@ std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string &trip
         for (const auto &feature : llvm::sys::getHostCPUFeatures()) f.AddFeature(feature.first(), feature.second);
         features = f.getString();
     }
+    // Checked before the target machine exists: LLVM warns on stderr about an unknown CPU.
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, "", ""));
+    if (!sti || !sti->isCPUStringValid(cpu))
+        throw Error(fmt::format("--cpu: unknown CPU '{}' for {} (try `llc -mcpu=help`)", cpu, triple));
     std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
         triple, cpu, features, llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
         llvm::CodeGenOptLevel::Default));
     if (!tm) throw Error(fmt::format("LLVM: cannot create a target machine for {} ({})", triple, cpu));
-    if (!tm->getMCSubtargetInfo()->isCPUStringValid(cpu))
-        throw Error(fmt::format("--cpu: unknown CPU '{}' for {} (try `llc -mcpu=help`)", cpu, triple));
     return tm;
 }
 
