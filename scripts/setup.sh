@@ -24,6 +24,7 @@ PACKAGES=(
   libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
   libopenmpi-dev openmpi-bin
   slurm-wlm munge libpmix-dev
+  pybind11-dev python3-dev python3-numpy python3-torch
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
