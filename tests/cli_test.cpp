@@ -261,7 +261,7 @@ TEST(Fuzz, RejectedMutationsFailCleanlyThroughTheCli) {
 TEST(Cli, ExportWritesTheKernelFilesAndItsProgramLoadsEverywhere) {
     tests::TempDir dir("cli_export");
     ASSERT_EQ(run_cli(dir, "generate --dimA 40,16 --dimB 16,24 --out ds").exit_code, 0);
-    RunResult e = run_cli(dir, "export --bench ds/mm40_24_16 --actions split_8,down,down,vectorize --out out --json");
+    RunResult e = run_cli(dir, "export --bench ds/mm40_24_16 --actions split_8,down,down,down,vectorize --out out --json");
     ASSERT_EQ(e.exit_code, 0) << e.err;
     for (const char *ext : {".o", ".h", ".ll", ".s", ".program"})
         EXPECT_TRUE(fs::file_size(dir.path / "out" / (std::string("mm40_24_16") + ext)) > 0) << ext;

@@ -99,9 +99,9 @@ Program with_actions(Program p, const std::string &actions) {
 
 TEST(Export, ATunedMatmulLinkedIntoACProgramMatchesTheReference) {
     TempDir dir("export_c");
-    // The README's demo schedule: a register tile, unrolled and vectorized, with a k tail.
+    // An 8x16 register tile (m_i unrolled, n_i vectorized) with tails in m and n.
     const Program p = with_actions(tests::matmul_program(37, 100, 129),
-                                   "split_8,down,down,split_16,up,swap_down,down,down,unroll,down,vectorize");
+                                   "split_8,down,down,down,split_16,swap_up,swap_up,down,swap_down,unroll,down,vectorize");
     ASSERT_TRUE(verify_schedule(p).ok);
     const Comparison r = run_exported_from_c(p, dir);
     EXPECT_TRUE(r.ok) << r.first_mismatch;
@@ -112,7 +112,7 @@ TEST(Export, TemporariesTheLoweringKeepsAreAllocatedInsideTheKernel) {
     // Without copy elision matmul's T is a real buffer the C caller never sees.
     ExportOptions opts;
     opts.lower.elide_copies = false;
-    const Program p = with_actions(tests::matmul_program(17, 31, 8), "split_4,down,vectorize");
+    const Program p = with_actions(tests::matmul_program(17, 31, 8), "split_4,down,down,down,vectorize");
     const Comparison r = run_exported_from_c(p, dir, opts);
     EXPECT_TRUE(r.ok) << r.first_mismatch;
     const std::string ir = tests::slurp(dir.path / "mm17_31_8.ll");
@@ -160,7 +160,7 @@ TEST(Export, TheHeaderDeclaresInputsThenOutputsAndTheShapes) {
 
 TEST(Export, TheProgramFileRoundTripsToTheSameSchedule) {
     TempDir dir("export_program");
-    const Program p = with_actions(tests::matmul_program(40, 24, 16), "split_8,down,down,vectorize");
+    const Program p = with_actions(tests::matmul_program(40, 24, 16), "split_8,down,down,down,vectorize");
     write_exported_kernel(export_kernel(p), dir.path.string());
     const Program back = load_program_file(dir / "mm40_24_16.program");
     EXPECT_TRUE(back.same_as(p));

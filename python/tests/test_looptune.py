@@ -132,7 +132,7 @@ class ToolTest(unittest.TestCase):
 
     def test_export_writes_the_kernel_files(self):
         with tempfile.TemporaryDirectory() as out:
-            r = looptune.export(bench(), out, actions="split_8,down,down,vectorize")
+            r = looptune.export(bench(), out, actions="split_8,down,down,down,vectorize")
             self.assertEqual(r["function"], "mm64_64_64")
             for ext in (".o", ".h", ".ll", ".s", ".program"):
                 self.assertTrue(os.path.getsize(os.path.join(out, "mm64_64_64" + ext)) > 0, ext)
