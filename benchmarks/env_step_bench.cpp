@@ -41,6 +41,30 @@ void BM_StepCacheHit(benchmark::State &state) {
     state.counters["compiles"] = double(env.counters().compiles);
 }
 
+// The same hits, plus what an agent reads after each step (the three tensor observations
+// and the action mask): the C++ side of the Python step comparison
+// (benchmarks/python_step_bench.py), whose `step` returns all of that.
+void BM_StepCacheHitObserved(benchmark::State &state) {
+    Environment env(config());
+    env.reset(matmul(state.range(0)));
+    env.step(Action::SwapDown);
+    env.step(Action::SwapUp);
+    bool down = true;
+    for (auto _ : state) {
+        StepResult r = env.step(down ? Action::SwapDown : Action::SwapUp);
+        Observation a = env.observe("loops_tensor"), b = env.observe("stride_tensor"),
+                    c = env.observe("prev_actions_tensor");
+        std::vector<bool> mask = env.action_mask();
+        benchmark::DoNotOptimize(r.reward);
+        benchmark::DoNotOptimize(a.values.data());
+        benchmark::DoNotOptimize(b.values.data());
+        benchmark::DoNotOptimize(c.values.data());
+        benchmark::DoNotOptimize(mask);
+        down = !down;
+    }
+    state.counters["steps/s"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // Each timed step applies an action whose result was never seen: the parent is reset (not
 // timed), then the step compiles and measures a new schedule with the env's short protocol.
 void BM_StepCacheMiss(benchmark::State &state) {
@@ -80,5 +104,6 @@ void BM_StepCacheMiss(benchmark::State &state) {
 }  // namespace
 
 BENCHMARK(BM_StepCacheHit)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StepCacheHitObserved)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StepCacheMiss)->Arg(128)->Arg(256)->Iterations(60)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -24,7 +24,8 @@ using Run = std::function<int()>;
     X("compare", add_compare)             \
     X("train", add_train)                 \
     X("tune", add_tune)                   \
-    X("slurm-train", add_slurm_train)
+    X("slurm-train", add_slurm_train)     \
+    X("export", add_export)
 
 #define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
 LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)

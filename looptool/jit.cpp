@@ -6,7 +6,6 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -21,27 +20,11 @@
 
 #include "looptool/error.h"
 #include "looptool/lower_internal.h"
+#include "looptool/optimize.h"
 #include "looptool/text_format.h"
 
 namespace looptool {
 namespace {
-
-// The IR pipeline. The lowering already emits the register tiles, unrolled copies and
-// vector code, so the passes only have to (a) inline the body into the exported wrapper,
-// (b) clean up and hoist (EarlyCSE, InstCombine, LICM) and (c) auto-vectorize the loops the
-// schedule left alone, so that the naive nest runs like `g++ -O3 -march=native` on the same
-// loop order. Measured on 256^3 (Zen 5, pinned, median of 20 compiles): this pipeline
-// ~4.5-5 ms per kernel (IR passes ~1.2 ms, codegen ~3 ms) against ~10-11 ms with O2, for
-// the same kernel speed (naive ~70 GFLOPS, 8x32 tile ~235). Without loop-vectorize the
-// naive nest runs at ~2 GFLOPS.
-// LOOPTOOL_PASSES overrides it (textual new-PM syntax) for experiments.
-constexpr const char *kDefaultPipeline =
-    "always-inline,"
-    "function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-    "loop-mssa(licm),"
-    "loop-simplify,lcssa,loop-rotate,loop-vectorize,"
-    "slp-vectorizer,instcombine<no-verify-fixpoint>,simplifycfg,"
-    "loop-mssa(licm))";
 
 std::string take_message(llvm::Error e) { return llvm::toString(std::move(e)); }
 
@@ -85,31 +68,7 @@ struct Jit::Impl {
             std::cerr << "; ---- LLVM IR before optimisation\n" << s;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        if (options.optimize_ir) {
-            llvm::LoopAnalysisManager lam;
-            llvm::FunctionAnalysisManager fam;
-            llvm::CGSCCAnalysisManager cgam;
-            llvm::ModuleAnalysisManager mam;
-            llvm::PipelineTuningOptions pto;
-            pto.LoopVectorization = true;
-            pto.SLPVectorization = true;
-            pto.LoopInterleaving = true;
-            pto.LoopUnrolling = false;  // the schedule decides unrolling
-            llvm::PassBuilder pb(tm.get(), pto);
-            pb.registerModuleAnalyses(mam);
-            pb.registerCGSCCAnalyses(cgam);
-            pb.registerFunctionAnalyses(fam);
-            pb.registerLoopAnalyses(lam);
-            pb.crossRegisterProxies(lam, fam, cgam, mam);
-            llvm::ModulePassManager mpm;
-            if (pipeline == "O2" || pipeline == "O3") {
-                mpm = pb.buildPerModuleDefaultPipeline(pipeline == "O2" ? llvm::OptimizationLevel::O2
-                                                                        : llvm::OptimizationLevel::O3);
-            } else {
-                check(pb.parsePassPipeline(mpm, pipeline), "parsing the pass pipeline");
-            }
-            mpm.run(m, mam);
-        }
+        if (options.optimize_ir) detail::optimize_module(m, tm.get(), pipeline);
         last_opt_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (options.verbose) {
@@ -134,8 +93,7 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     (void)initialised;
     auto impl = std::make_unique<Impl>();
     impl->options = options;
-    const char *env = std::getenv("LOOPTOOL_PASSES");
-    impl->pipeline = env && *env ? env : kDefaultPipeline;
+    impl->pipeline = detail::ir_pipeline();
     const char *timing = std::getenv("LOOPTOOL_JIT_TIMING");
     impl->timing = timing && *timing && std::string(timing) != "0";
 

@@ -25,6 +25,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   slurm-wlm munge libpmix-dev
   clang-19 libclang-rt-19-dev
+  pybind11-dev python3-dev python3-numpy python3-torch
 )
 
 log() { printf '==> %s\n' "$*" >&2; }

@@ -3,6 +3,7 @@
 // never a crash, an exception of another type, a hang or a half-written file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -275,4 +276,35 @@ TEST(Fuzz, RejectedMutationsFailCleanlyThroughTheCli) {
         ++ran;
     }
     EXPECT_EQ(ran, 24);
+}
+
+TEST(Cli, ExportWritesTheKernelFilesAndItsProgramLoadsEverywhere) {
+    tests::TempDir dir("cli_export");
+    ASSERT_EQ(run_cli(dir, "generate --dimA 40,16 --dimB 16,24 --out ds").exit_code, 0);
+    RunResult e = run_cli(dir, "export --bench ds/mm40_24_16 --actions split_8,down,down,down,vectorize --out out --json");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    for (const char *ext : {".o", ".h", ".ll", ".s", ".program"})
+        EXPECT_TRUE(fs::file_size(dir.path / "out" / (std::string("mm40_24_16") + ext)) > 0) << ext;
+    for (const auto &f : fs::directory_iterator(dir.path / "out"))
+        EXPECT_EQ(f.path().string().find(".tmp"), std::string::npos) << f.path();
+    // The program file is a benchmark like any other: read replays it (and verifies it), and
+    // export takes it back as --schedule of the original benchmark.
+    RunResult r = run_cli(dir, "read --no-measure --bench out/mm40_24_16.program --actions down");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("matches the reference"), std::string::npos) << r.out;
+    RunResult s = run_cli(dir, "export --bench ds/mm40_24_16 --schedule out/mm40_24_16.program --out again --name again");
+    EXPECT_EQ(s.exit_code, 0) << s.err;
+    EXPECT_EQ(slurp(dir.path / "again" / "again.program"), slurp(dir.path / "out" / "mm40_24_16.program"));
+}
+
+TEST(Cli, ExportRejectsBadInputWithOneLine) {
+    tests::TempDir dir("cli_export_bad");
+    ASSERT_EQ(run_cli(dir, "generate --dimA 16,16 --dimB '16,8|16' --out ds").exit_code, 0);
+    expect_clean_failure(dir, "export --bench ds/nothing --out out", {"ds/nothing"});
+    expect_clean_failure(dir, "export --bench ds/mm16_8_16 --actions split_7000 --out out", {"split_7000"});
+    expect_clean_failure(dir, "export --bench ds/mm16_8_16 --cpu pentium-9000 --out out", {"pentium-9000"});
+    expect_clean_failure(dir, "export --bench ds/mm16_8_16 --schedule ds/mm16_16_16 --out out", {"ds/mm16_16_16"});
+    RunResult r = run_cli(dir, "export --bench ds/mm16_8_16 --cpu pentium-9000 --out out");
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir.path / "out" / "mm16_8_16.o"));
 }

@@ -1,0 +1,23 @@
+// The LLVM IR pipeline every kernel goes through before codegen, shared by the JIT (jit.cpp)
+// and the exporter (export.cpp) so that an exported kernel is the JIT's kernel. An internal
+// header: LLVM-typed, included only by those two .cpp files.
+#pragma once
+
+#include <string>
+
+namespace llvm {
+class Module;
+class TargetMachine;
+}  // namespace llvm
+
+namespace looptool::detail {
+
+/// The pipeline in LLVM's textual new-PM syntax: $LOOPTOOL_PASSES when set (or "O2"/"O3"),
+/// else the default (optimize.cpp says why it is this one).
+std::string ir_pipeline();
+
+/// Runs `pipeline` on m with tm's cost model; "O2"/"O3" run LLVM's default pipelines. Throws
+/// Error if the pipeline text does not parse.
+void optimize_module(llvm::Module &m, llvm::TargetMachine *tm, const std::string &pipeline);
+
+}  // namespace looptool::detail

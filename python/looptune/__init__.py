@@ -1,0 +1,121 @@
+"""looptune: the loop-nest tuning environment of looptune (C++) from Python.
+
+    env = looptune.LoopToolEnv(benchmark="mm.txt")       # or dataset=DIR, split="train"
+    obs, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample(info["action_mask"]))
+
+Gymnasium's API shape; Gymnasium's own spaces and registration (`looptune/LoopTool-v0`) when
+gymnasium is importable, small stand-ins otherwise. Everything runs in the C++ core
+(`looptune._core`); this file only adapts it. Errors raise `looptune.Error` with the tool's
+message. See docs/python.md.
+"""
+
+from . import _core
+from ._core import Error, action_names
+from .spaces import Box, Dict, Discrete, HAVE_GYMNASIUM
+
+__all__ = ["LoopToolEnv", "Error", "tune", "measure", "export", "action_names", "HAVE_GYMNASIUM"]
+
+if HAVE_GYMNASIUM:
+    import gymnasium as _gym
+
+    _EnvBase = _gym.Env
+else:
+    _EnvBase = object
+
+
+class LoopToolEnv(_EnvBase):
+    """An episode tunes one benchmark: it starts from the naive loop nest with the cursor on
+    the first loop; each step applies one action of `action_space` (an index); the reward is
+    the change in measured GFLOPS divided by the machine's peak. `truncated` after `max_steps`
+    actions; `terminated` when no action is legal. `info["action_mask"]` (numpy bool) says
+    which actions are legal now; an illegal one raises looptune.Error.
+
+    benchmark: a benchmark file (ours or LoopTune's format); or dataset: a directory of them,
+    split "train" | "test" | "all" (LoopTune's 90/10 split), one drawn per reset.
+    store: an SQLite measurement store shared with the CLI. graph=True adds the loop tree as
+    arrays to the observation (graph_nodes [V, 10] float32, graph_edges [E, 2] int64; variable
+    size, so not part of observation_space).
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, benchmark=None, dataset=None, split="train", action_space="full", max_steps=16,
+                 store=None, max_loops=10, verify=False, measure=True, graph=False, render_mode=None):
+        self._core = _core.Core(benchmark=None if benchmark is None else str(benchmark),
+                                dataset=None if dataset is None else str(dataset), split=split,
+                                action_space=action_space, max_steps=max_steps,
+                                store=None if store is None else str(store), max_loops=max_loops,
+                                verify=verify, measure=measure, graph=graph)
+        self.render_mode = render_mode
+        self.action_names = self._core.action_names()
+        n = len(self.action_names)
+        self.action_space = Discrete(n)
+        obs = {
+            "loops_tensor": Box(0.0, float("inf"), (max_loops, _core.LOOP_FEATURES)),
+            "stride_tensor": Box(0.0, float("inf"), (_core.STRIDE_BUCKETS,)),
+            "prev_actions_tensor": Box(0.0, 1.0, (_core.PREV_ACTIONS, n)),
+        }
+        self.observation_space = Dict(obs)
+
+    def reset(self, *, seed=None, options=None):
+        """options may name the benchmark: {"benchmark": FILE}."""
+        if HAVE_GYMNASIUM:
+            super().reset(seed=seed)
+        bench = (options or {}).get("benchmark")
+        return self._core.reset(seed, None if bench is None else str(bench))
+
+    def step(self, action):
+        return self._core.step(int(action))
+
+    def render(self):
+        return self._core.loop_tree()
+
+    def close(self):
+        pass
+
+    # Beyond Gymnasium: the state, as the CLI's files have it.
+    @property
+    def gflops(self):
+        return self._core.gflops
+
+    @property
+    def max_gflops(self):
+        return self._core.max_gflops
+
+    @property
+    def benchmarks(self):
+        return self._core.benchmarks()
+
+    def program(self):
+        """The current schedule in our program format (loadable by every looptool command)."""
+        return self._core.program()
+
+    def history(self):
+        return self._core.history()
+
+    def verify(self, tolerance=1e-4):
+        """Runs the current kernel and compares it with the reference interpreter: (ok, max_rel_error)."""
+        return self._core.verify(tolerance)
+
+
+def tune(benchmark, policy=None, store=None):
+    """Tunes `benchmark` with a trained policy (default: the shipped one); a dict with the best
+    schedule ("program"), "gflops", "base_gflops", "speedup", "actions", "seconds"."""
+    return _core.tune(str(benchmark), None if policy is None else str(policy), None if store is None else str(store))
+
+
+def measure(benchmark, actions=None, schedule=None, verify=True):
+    """GFLOPS of a schedule: the benchmark's own, or after `actions` ("split_8,down,..."), or
+    the one in `schedule` (a program file); checked against the reference when verify."""
+    return _core.measure(str(benchmark), actions, None if schedule is None else str(schedule), verify)
+
+
+def export(benchmark, out, actions=None, schedule=None, cpu=None, name=None):
+    """`looptool export`: writes NAME.o, .h, .ll, .s and .program into `out`."""
+    return _core.export(str(benchmark), str(out), actions, None if schedule is None else str(schedule), cpu, name)
+
+
+if HAVE_GYMNASIUM:
+    if "looptune/LoopTool-v0" not in _gym.registry:
+        _gym.register(id="looptune/LoopTool-v0", entry_point="looptune:LoopToolEnv")

@@ -1,0 +1,292 @@
+// The `looptune._core` extension: a thin pybind11 binding over env/ and agents/. It adapts
+// types only (C++ vectors to numpy arrays, results to tuples and dicts, looptool::Error to
+// looptune.Error); python/looptune/__init__.py gives it Gymnasium's API shape. The GIL is
+// released around everything that compiles or measures.
+#include <fmt/format.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+
+#include "agents/policy.h"
+#include "env/dataset.h"
+#include "env/environment.h"
+#include "env/graph_observation.h"
+#include "env/observations.h"
+#include "looptool/actions.h"
+#include "looptool/error.h"
+#include "looptool/export.h"
+#include "looptool/text_format.h"
+
+namespace py = pybind11;
+using namespace looptool;
+using looptune::Environment;
+
+namespace {
+
+py::array_t<float> to_numpy(const looptune::Observation &o) {
+    py::array_t<float> a(std::vector<py::ssize_t>(o.shape.begin(), o.shape.end()));
+    std::copy(o.values.begin(), o.values.end(), a.mutable_data());
+    return a;
+}
+
+py::array_t<bool> to_numpy(const std::vector<bool> &mask) {
+    py::array_t<bool> a(py::ssize_t(mask.size()));
+    bool *d = a.mutable_data();
+    for (size_t i = 0; i < mask.size(); ++i) d[i] = mask[i];
+    return a;
+}
+
+/// The program a benchmark file and an optional schedule (actions or a program file) give.
+Program schedule_of(const std::string &benchmark, const std::optional<std::string> &actions,
+                    const std::optional<std::string> &schedule) {
+    Program p = load_program_file(benchmark);
+    if (actions && schedule) throw Error("give actions or schedule, not both");
+    if (schedule) {
+        Program s = load_program_file(*schedule);
+        if (!(s.computation() == p.computation()))
+            throw Error(fmt::format("{}: its computation is not the one in {}", *schedule, benchmark));
+        return s;
+    }
+    if (actions)
+        for (Action a : parse_action_list(*actions)) p = apply(p, a);
+    return p;
+}
+
+py::dict result_dict(const looptune::PolicyTuneResult &r) {
+    std::vector<std::string> actions, best;
+    for (Action a : r.actions) actions.push_back(action_name(a));
+    for (Action a : r.best_actions) best.push_back(action_name(a));
+    py::dict d;
+    d["program"] = serialize(r.best);
+    d["gflops"] = r.best_gflops;
+    d["base_gflops"] = r.base_gflops;
+    d["final_gflops"] = r.final_gflops;
+    d["speedup"] = r.base_gflops > 0 ? r.best_gflops / r.base_gflops : 0.0;
+    d["actions"] = actions;
+    d["best_actions"] = best;
+    d["step_gflops"] = r.step_gflops;
+    d["seconds"] = r.seconds;
+    return d;
+}
+
+/// The environment core: one Environment plus the benchmarks an episode is drawn from.
+class Core {
+public:
+    Core(std::optional<std::string> benchmark, std::optional<std::string> dataset, const std::string &split,
+         const std::string &action_space, int max_steps, std::optional<std::string> store, int max_loops,
+         bool verify, bool measure, bool graph)
+        : graph_(graph) {
+        if (benchmark.has_value() == dataset.has_value()) throw Error("give exactly one of benchmark= or dataset=");
+        if (benchmark) {
+            load_program_file(*benchmark);  // a bad file fails here, not at reset()
+            files_ = {*benchmark};
+        } else {
+            files_ = looptune::Dataset::load(*dataset).files(looptune::parse_split(split));
+            if (files_.empty()) throw Error(fmt::format("{}: the {} split is empty", *dataset, split));
+        }
+        looptune::EnvConfig cfg;
+        cfg.action_space = action_space;
+        cfg.max_steps = max_steps;
+        cfg.max_loops = max_loops;
+        cfg.store_path = store.value_or("");
+        cfg.verify = verify;
+        cfg.measure_enabled = measure;
+        py::gil_scoped_release release;
+        env_ = std::make_unique<Environment>(cfg);
+    }
+
+    py::tuple reset(std::optional<uint64_t> seed, std::optional<std::string> benchmark) {
+        if (seed) rng_.seed(*seed);
+        std::string path = benchmark.value_or("");
+        if (path.empty()) path = files_[std::uniform_int_distribution<size_t>(0, files_.size() - 1)(rng_)];
+        {
+            py::gil_scoped_release release;
+            env_->reset(path);
+        }
+        py::dict info = info_dict(env_->action_mask(), nullptr);
+        info["benchmark"] = path;
+        return py::make_tuple(observation(), info);
+    }
+
+    py::tuple step(int action) {
+        looptune::StepResult r;
+        {
+            py::gil_scoped_release release;
+            r = env_->step_index(action);
+        }
+        const std::vector<bool> mask = env_->action_mask();
+        // Truncated at the step limit; terminated when no action is legal any more.
+        const bool terminated = std::find(mask.begin(), mask.end(), true) == mask.end();
+        return py::make_tuple(observation(), r.reward, terminated, r.done, info_dict(mask, &r.info));
+    }
+
+    py::dict observation() const {
+        py::dict obs;
+        obs["loops_tensor"] = to_numpy(env_->observe("loops_tensor"));
+        obs["stride_tensor"] = to_numpy(env_->observe("stride_tensor"));
+        obs["prev_actions_tensor"] = to_numpy(env_->observe("prev_actions_tensor"));
+        if (graph_) {
+            const looptune::DenseGraph g = looptune::to_dense(looptune::loop_tree_graph(env_->program()));
+            py::array_t<float> nodes({py::ssize_t(g.num_vertices), py::ssize_t(looptune::kGraphVertexFeatures)});
+            std::copy(g.features.begin(), g.features.end(), nodes.mutable_data());
+            py::array_t<int64_t> edges({py::ssize_t(g.edges.size()), py::ssize_t(2)});
+            int64_t *e = edges.mutable_data();
+            for (size_t i = 0; i < g.edges.size(); ++i) {
+                e[2 * i] = g.edges[i].first;
+                e[2 * i + 1] = g.edges[i].second;
+            }
+            obs["graph_nodes"] = nodes;
+            obs["graph_edges"] = edges;
+        }
+        return obs;
+    }
+
+    py::dict info_dict(const std::vector<bool> &mask, const looptune::StepInfo *s) const {
+        py::dict info;
+        info["action_mask"] = to_numpy(mask);
+        info["gflops"] = env_->gflops();
+        info["step"] = env_->steps_taken();
+        if (s) {
+            info["measured"] = s->measured;
+            info["from_cache"] = s->from_cache;
+            info["compile_ms"] = s->compile_ms;
+            info["timed_out"] = s->timed_out;
+        }
+        return info;
+    }
+
+    std::vector<std::string> action_names() const {
+        std::vector<std::string> names;
+        for (Action a : env_->action_space().actions) names.push_back(action_name(a));
+        return names;
+    }
+
+    Environment &env() { return *env_; }
+    const std::vector<std::string> &files() const { return files_; }
+    bool graph() const { return graph_; }
+
+private:
+    std::unique_ptr<Environment> env_;
+    std::vector<std::string> files_;
+    std::mt19937_64 rng_{0};
+    bool graph_ = false;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "looptune's C++ core (use the looptune package, not this module)";
+    static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const Error &e) {
+            PyErr_SetString(error.ptr(), e.what());
+        } catch (const InternalError &e) {
+            PyErr_SetString(PyExc_AssertionError, e.what());
+        }
+    });
+
+    m.attr("LOOP_FEATURES") = looptune::kLoopFeatures;
+    m.attr("STRIDE_BUCKETS") = looptune::kStrideBuckets;
+    m.attr("PREV_ACTIONS") = looptune::kPrevActions;
+    m.attr("GRAPH_VERTEX_FEATURES") = looptune::kGraphVertexFeatures;
+
+    py::class_<Core>(m, "Core")
+        .def(py::init<std::optional<std::string>, std::optional<std::string>, const std::string &,
+                      const std::string &, int, std::optional<std::string>, int, bool, bool, bool>(),
+             py::arg("benchmark"), py::arg("dataset"), py::arg("split"), py::arg("action_space"),
+             py::arg("max_steps"), py::arg("store"), py::arg("max_loops"), py::arg("verify"),
+             py::arg("measure"), py::arg("graph"))
+        .def("reset", &Core::reset, py::arg("seed"), py::arg("benchmark"))
+        .def("step", &Core::step, py::arg("action"))
+        .def("observation", &Core::observation)
+        .def("action_names", &Core::action_names)
+        .def("benchmarks", &Core::files)
+        .def_property_readonly("max_loops", [](Core &c) { return c.env().config().max_loops; })
+        .def_property_readonly("max_steps", [](Core &c) { return c.env().config().max_steps; })
+        .def_property_readonly("max_gflops", [](Core &c) { return c.env().max_gflops(); })
+        .def_property_readonly("gflops", [](Core &c) { return c.env().gflops(); })
+        .def_property_readonly("graph", &Core::graph)
+        .def("program", [](Core &c) { return serialize(c.env().program()); })
+        .def("loop_tree", [](Core &c) { return dump(c.env().program()); })
+        .def("history", [](Core &c) {
+            std::vector<std::string> h;
+            for (Action a : c.env().history()) h.push_back(action_name(a));
+            return h;
+        })
+        .def("verify", [](Core &c, double tolerance) {
+            Comparison r;
+            {
+                py::gil_scoped_release release;
+                r = c.env().verify(c.env().program(), tolerance);
+            }
+            return py::make_tuple(r.ok, r.max_rel_error);
+        }, py::arg("tolerance") = 1e-4);
+
+    m.def("tune", [](const std::string &benchmark, std::optional<std::string> policy, std::optional<std::string> store) {
+        py::gil_scoped_release release;
+        const std::string path = policy.value_or(looptune::default_policy_path());
+        looptune::Policy pol = looptune::Policy::load(path);
+        looptune::EnvConfig base;
+        base.store_path = store.value_or("");
+        Environment env(pol.env_config(base));
+        looptune::PolicyTuneResult r = looptune::tune_with_policy(pol, env, Program::naive(load_program_file(benchmark).comp));
+        py::gil_scoped_acquire acquire;
+        py::dict d = result_dict(r);
+        d["policy"] = path;
+        return d;
+    }, py::arg("benchmark"), py::arg("policy") = py::none(), py::arg("store") = py::none());
+
+    m.def("measure", [](const std::string &benchmark, std::optional<std::string> actions,
+                        std::optional<std::string> schedule, bool verify) {
+        py::gil_scoped_release release;
+        const Program p = schedule_of(benchmark, actions, schedule);
+        looptune::EnvConfig cfg;
+        cfg.measure = MeasureOptions{};  // the full protocol of measure.h, not the env's short one
+        Environment env(cfg);
+        env.reset(p);
+        std::optional<Comparison> check;
+        if (verify) check = env.verify(p);
+        py::gil_scoped_acquire acquire;
+        py::dict d;
+        d["gflops"] = env.gflops();
+        d["runtime_s"] = env.runtime_s();
+        d["fraction_of_peak"] = env.gflops() / env.max_gflops();
+        d["program"] = serialize(p);
+        if (check) {
+            d["verified"] = check->ok;
+            d["max_rel_error"] = check->max_rel_error;
+        }
+        return d;
+    }, py::arg("benchmark"), py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
+       py::arg("verify") = true);
+
+    m.def("export", [](const std::string &benchmark, const std::string &out, std::optional<std::string> actions,
+                       std::optional<std::string> schedule, std::optional<std::string> cpu,
+                       std::optional<std::string> name) {
+        py::gil_scoped_release release;
+        ExportOptions o;
+        o.cpu = cpu.value_or("");
+        o.name = name.value_or("");
+        const ExportedKernel k = export_kernel(schedule_of(benchmark, actions, schedule), o);
+        const std::vector<std::string> files = write_exported_kernel(k, out);
+        py::gil_scoped_acquire acquire;
+        py::dict d;
+        d["function"] = k.name;
+        d["cpu"] = k.cpu;
+        d["files"] = files;
+        return d;
+    }, py::arg("benchmark"), py::arg("out"), py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
+       py::arg("cpu") = py::none(), py::arg("name") = py::none());
+
+    m.def("action_names", [](const std::string &space) {
+        std::vector<std::string> names;
+        for (Action a : ActionSpace::preset(space).actions) names.push_back(action_name(a));
+        return names;
+    }, py::arg("space") = "full");
+}

@@ -1,0 +1,190 @@
+"""The looptune Python module, run by CTest with Debian's python3 -m unittest.
+
+PYTHONPATH points at build/python; LOOPTUNE_CORPUS_DIR at LoopTune's corpus; LOOPTOOL_CLI at
+the built command line."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+import looptune
+
+CORPUS = os.environ.get("LOOPTUNE_CORPUS_DIR", os.path.join(os.path.dirname(__file__), "../../../shared/corpus/looptune"))
+MM = os.path.join(CORPUS, "mm64_256_16_range")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def bench(name="mm64_64_64"):
+    return os.path.join(MM, name)
+
+
+class EnvironmentTest(unittest.TestCase):
+    def test_reset_and_step_follow_gymnasiums_shape(self):
+        env = looptune.LoopToolEnv(benchmark=bench(), max_steps=3)
+        obs, info = env.reset(seed=0)
+        self.assertEqual(set(obs), {"loops_tensor", "stride_tensor", "prev_actions_tensor"})
+        for key, space in env.observation_space.spaces.items():
+            self.assertEqual(obs[key].shape, space.shape, key)
+            self.assertEqual(obs[key].dtype, np.float32, key)
+        mask = info["action_mask"]
+        self.assertEqual(mask.dtype, np.bool_)
+        self.assertEqual(mask.shape, (env.action_space.n,))
+        self.assertGreater(info["gflops"], 0)
+        names = env.action_names
+        for i in range(3):
+            action = names.index("down") if i < 2 else names.index("vectorize")
+            self.assertTrue(info["action_mask"][action], names[action])
+            obs, reward, terminated, truncated, info = env.step(action)
+            self.assertIsInstance(reward, float)
+            self.assertFalse(terminated)
+            self.assertEqual(truncated, i == 2)
+        self.assertEqual(env.history(), ["down", "down", "vectorize"])
+        self.assertEqual(obs["prev_actions_tensor"][0].argmax(), names.index("vectorize"))
+        ok, err = env.verify()
+        self.assertTrue(ok, err)
+        self.assertIn("looptool-program", env.program())
+
+    def test_a_random_masked_rollout_stays_correct(self):
+        env = looptune.LoopToolEnv(benchmark=bench("mm64_80_64"), max_steps=8)
+        env.action_space.seed(3) if hasattr(env.action_space, "seed") else None
+        obs, info = env.reset(seed=3)
+        truncated = terminated = False
+        while not (truncated or terminated):
+            obs, reward, terminated, truncated, info = env.step(env.action_space.sample(info["action_mask"].astype(np.int8)))
+        ok, err = env.verify()
+        self.assertTrue(ok, err)
+
+    def test_an_illegal_action_raises_the_tools_message(self):
+        env = looptune.LoopToolEnv(benchmark=bench())
+        obs, info = env.reset()
+        illegal = int(np.flatnonzero(~info["action_mask"])[0])
+        with self.assertRaisesRegex(looptune.Error, "illegal action " + env.action_names[illegal]):
+            env.step(illegal)
+        with self.assertRaisesRegex(looptune.Error, "out of range"):
+            env.step(env.action_space.n)
+
+    def test_bad_arguments_raise_with_the_file_named(self):
+        with self.assertRaisesRegex(looptune.Error, "no_such_file"):
+            looptune.LoopToolEnv(benchmark="no_such_file")
+        with self.assertRaisesRegex(looptune.Error, "exactly one"):
+            looptune.LoopToolEnv()
+        with self.assertRaises(looptune.Error):
+            looptune.LoopToolEnv(benchmark=bench(), action_space="nonsense")
+
+    def test_a_dataset_draws_benchmarks_by_seed(self):
+        env = looptune.LoopToolEnv(dataset=MM, split="test", measure=False)
+        # 10% of the corpus, LoopTune's 25 test benchmarks among them (env/dataset.h).
+        self.assertEqual(len(env.benchmarks), round(0.1 * len(os.listdir(MM))))
+        self.assertIn(bench("mm112_208_256"), env.benchmarks)
+        first = [env.reset(seed=5)[1]["benchmark"] for _ in range(3)]
+        again = [env.reset(seed=5)[1]["benchmark"] for _ in range(3)]
+        self.assertEqual(first[0], again[0])
+        self.assertIn(first[0], env.benchmarks)
+        obs, info = env.reset(options={"benchmark": bench()})
+        self.assertEqual(info["benchmark"], bench())
+
+    def test_graph_observation_as_arrays(self):
+        env = looptune.LoopToolEnv(benchmark=bench(), graph=True, measure=False)
+        obs, _ = env.reset()
+        self.assertEqual(obs["graph_nodes"].shape[1], 10)
+        self.assertEqual(obs["graph_edges"].shape, (obs["graph_nodes"].shape[0] - 1, 2))  # a tree
+
+    def test_the_gil_is_released_while_measuring(self):
+        ticks = 0
+        done = threading.Event()
+
+        def work():
+            looptune.measure(bench("mm256_256_256"), verify=False)
+            done.set()
+
+        t = threading.Thread(target=work)
+        t.start()
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+        t.join()
+        self.assertGreater(ticks, 20)  # the main thread ran while the kernel was measured
+
+    @unittest.skipIf(looptune.HAVE_GYMNASIUM, "Gymnasium's own spaces are in use")
+    def test_stand_in_spaces_sample_within_the_mask(self):
+        space = looptune.Discrete(5)
+        mask = np.array([0, 0, 1, 0, 1], dtype=np.int8)
+        seen = {space.sample(mask) for _ in range(50)}
+        self.assertEqual(seen, {2, 4})
+        self.assertIn(space.sample(), range(5))
+        box = looptune.LoopToolEnv(benchmark=bench(), measure=False).observation_space["stride_tensor"]
+        self.assertEqual(box.sample().shape, (32,))
+
+
+class ToolTest(unittest.TestCase):
+    def test_measure_a_schedule_and_check_it(self):
+        r = looptune.measure(bench(), actions="down,down,vectorize")
+        self.assertTrue(r["verified"])
+        self.assertGreater(r["gflops"], 0)
+        with self.assertRaisesRegex(looptune.Error, "split_7000"):
+            looptune.measure(bench(), actions="split_7000")
+
+    def test_export_writes_the_kernel_files(self):
+        with tempfile.TemporaryDirectory() as out:
+            r = looptune.export(bench(), out, actions="split_8,down,down,down,vectorize")
+            self.assertEqual(r["function"], "mm64_64_64")
+            for ext in (".o", ".h", ".ll", ".s", ".program"):
+                self.assertTrue(os.path.getsize(os.path.join(out, "mm64_64_64" + ext)) > 0, ext)
+            again = looptune.measure(bench(), schedule=os.path.join(out, "mm64_64_64.program"))
+            self.assertTrue(again["verified"])
+            with self.assertRaisesRegex(looptune.Error, "pentium-9000"):
+                looptune.export(bench(), out, cpu="pentium-9000")
+
+    def test_tune_with_the_shipped_policy(self):
+        r = looptune.tune(bench("mm112_112_128"))
+        self.assertGreater(r["gflops"], r["base_gflops"])
+        self.assertTrue(r["program"].startswith("looptool-program"))
+        self.assertLessEqual(len(r["best_actions"]), len(r["actions"]))
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+class ImportOrderTest(unittest.TestCase):
+    """LibTorch is inside looptune (the policy); python3-torch loads the same shared libraries."""
+
+    CHECK = ("import numpy as np\n"
+             "r = looptune.tune('{b}')\n"
+             "x = torch.nn.Linear(4, 2)(torch.ones(3, 4)).sum().item()\n"
+             "print('ok', r['gflops'] > 0, np.isfinite(x))\n")
+
+    def test_torch_then_looptune(self):
+        p = run_python("import torch\nimport looptune\n" + self.CHECK.format(b=bench()))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ok True True", p.stdout)
+
+    def test_looptune_then_torch(self):
+        p = run_python("import looptune\nimport torch\n" + self.CHECK.format(b=bench()))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("ok True True", p.stdout)
+
+
+class ExamplesTest(unittest.TestCase):
+    def test_random_agent(self):
+        p = subprocess.run([sys.executable, os.path.join(EXAMPLES, "random_agent.py"), "--benchmark", bench(),
+                            "--episodes", "2", "--max-steps", "6"], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("best", p.stdout)
+
+    def test_dqn_smoke(self):
+        p = subprocess.run([sys.executable, os.path.join(EXAMPLES, "dqn.py"), "--dataset", MM, "--benchmarks", "2",
+                            "--episodes", "3", "--max-steps", "4", "--eval-benchmarks", "1"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("greedy", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
