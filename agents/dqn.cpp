@@ -26,6 +26,8 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     const bool graph = c.graph();
     Learner learner(c, net_config);
     PrioritizedReplay replay(c.replay_capacity, c.per_alpha, c.seed);
+    TrainProfile profile;
+    if (c.profile) learner.profile = &profile;
     run.start(learner);
 
     std::vector<Demo> demos;
@@ -45,6 +47,8 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     std::vector<Transition> completed;
     double ep_reward = 0, ep_base = 0, ep_best = 0;
     bool in_episode = false;
+    profile.set_env_baseline(env.counters());
+    const double profile_start = run.elapsed();
     while (at.env_steps < c.steps && !run.out_of_time()) {
         if (!in_episode) {
             env.reset(dataset.train[pick_bench(rng)]);
@@ -56,7 +60,8 @@ static TrainSummary train_dqn(const TrainConfig &c) {
         at.epsilon = c.eps_end + (c.eps_start - c.eps_end) *
                                      std::max(0.0, 1.0 - static_cast<double>(at.env_steps) / c.eps_decay_steps);
         completed.clear();
-        const ActedStep step = act_epsilon_greedy(learner.online, env, graph, at.epsilon, rng, nstep, &completed);
+        const ActedStep step = act_epsilon_greedy(learner.online, env, graph, at.epsilon, rng, nstep, &completed,
+                                                  learner.profile);
         if (!step.acted) {  // nothing legal: end the episode early
             in_episode = false;
             continue;
@@ -91,7 +96,9 @@ static TrainSummary train_dqn(const TrainConfig &c) {
         run.report(at, fmt::format("eps {:.2f}", at.epsilon), last);
     }
     at.updates = learner.updates;
-    return run.summary(at);
+    TrainSummary summary = run.summary(at);
+    if (c.profile) summary.profile = profile.report(env.counters(), run.elapsed() - profile_start);
+    return summary;
 }
 
 TrainSummary train(const TrainConfig &config) {
@@ -107,6 +114,8 @@ TrainSummary train(const TrainConfig &config) {
                               "then reconfigure with CMake; LOOPTUNE_WITH_MPI)");
 #endif
     }
+    if (config.profile && config.trainer != Trainer::Dqn)
+        throw looptool::Error("--profile: only --trainer dqn is profiled");
     switch (config.trainer) {
     case Trainer::Dqn: return train_dqn(config);
     case Trainer::Apex: return train_apex(config);

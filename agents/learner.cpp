@@ -42,57 +42,90 @@ static std::vector<const RlState *> states_of(const std::vector<Transition> &ts,
     return out;
 }
 
-/// The action [B, 1], reward [B] and discount [B] columns of a batch of transitions.
-struct BatchColumns {
-    torch::Tensor actions, rewards, discounts;
-    BatchColumns(const std::vector<Transition> &ts, torch::Device device) {
-        std::vector<int64_t> a;
-        std::vector<float> r, d;
-        for (const Transition &t : ts) {
-            a.push_back(t.action);
-            r.push_back(t.reward);
-            d.push_back(t.discount);
+/// Tensors over a ReplaySample's columns (wrapped, not copied, on the CPU).
+struct LearnerBatch {
+    StateBatch states, next;
+    torch::Tensor next_mask, actions, rewards, discounts, weights;
+    LearnerBatch(const ReplaySample &s, bool graph, torch::Device device) {
+        const int64_t B = s.size;
+        std::vector<const DenseGraph *> g, gn;
+        if (graph) {
+            for (int64_t b = 0; b < B; ++b) {
+                g.push_back(&s.graphs[b]);
+                gn.push_back(&s.next_graphs[b]);
+            }
         }
-        actions = torch::tensor(a).to(device).unsqueeze(1);
-        rewards = torch::tensor(r).to(device);
-        discounts = torch::tensor(d).to(device);
+        states = make_state_batch(s.states.data(), B, s.flat_width, graph ? g.data() : nullptr, device);
+        next = make_state_batch(s.next_states.data(), B, s.flat_width, graph ? gn.data() : nullptr, device);
+        next_mask = mask_tensor(s.next_masks.data(), B, s.num_actions, device);
+        auto wrap = [&](const auto *p, torch::ScalarType type) {
+            return torch::from_blob(const_cast<void *>(static_cast<const void *>(p)), {B}, type).to(device);
+        };
+        actions = wrap(s.actions.data(), torch::kInt64).unsqueeze(1);
+        rewards = wrap(s.rewards.data(), torch::kFloat32);
+        discounts = wrap(s.discounts.data(), torch::kFloat32);
+        weights = wrap(s.weights.data(), torch::kFloat32);
     }
 };
 
-float Learner::update(const ReplaySample &batch, std::vector<float> *priorities, const std::vector<Demo> *demos) {
-    const auto &ts = batch.items;
-    const int64_t B = static_cast<int64_t>(ts.size());
-    const BatchColumns cols(ts, device_);
+void Learner::cache_demonstrations(const std::vector<Demo> &demos) {
+    if (demo_source_ == &demos && demo_count_ == demos.size()) return;
+    demo_source_ = &demos;
+    demo_count_ = demos.size();
+    const int64_t F = demos.empty() ? 0 : static_cast<int64_t>(demos[0].state.flat.size());
+    const int64_t A = demos.empty() ? 0 : static_cast<int64_t>(demos[0].state.mask.size());
+    demo_flat_.assign(demos.size() * F, 0.f);
+    demo_masks_.assign(demos.size() * A, 0);
+    demo_actions_.clear();
+    for (size_t i = 0; i < demos.size(); ++i) {
+        if (static_cast<int64_t>(demos[i].state.flat.size()) != F || static_cast<int64_t>(demos[i].state.mask.size()) != A)
+            throw looptool::Error("demonstrations of different state sizes");
+        std::copy_n(demos[i].state.flat.data(), F, demo_flat_.data() + i * F);
+        std::copy_n(demos[i].state.mask.data(), A, demo_masks_.data() + i * A);
+        demo_actions_.push_back(demos[i].action);
+    }
+}
+
+float Learner::update(const ReplaySample &sample, std::vector<float> *priorities, const std::vector<Demo> *demos) {
+    const int64_t B = sample.size;
+    const bool graph = online->uses_graph();
+    const LearnerBatch batch(sample, graph, device_);
     torch::Tensor target_q;
     {
         // Double Q: the online network picks the next action among the legal ones, the target
         // network values it.
         torch::NoGradGuard no_grad;
-        auto next = states_of(ts, true);
-        torch::Tensor next_mask = mask_tensor(next, device_);
-        torch::Tensor best = masked(online->forward(next), next_mask).argmax(1, true);
-        torch::Tensor q_next = target->forward(next).gather(1, best).squeeze(1);
-        target_q = cols.rewards + cols.discounts * q_next;
+        torch::Tensor best = masked(online->forward(batch.next), batch.next_mask).argmax(1, true);
+        torch::Tensor q_next = target->forward(batch.next).gather(1, best).squeeze(1);
+        target_q = batch.rewards + batch.discounts * q_next;
     }
-    torch::Tensor q = online->forward(states_of(ts, false)).gather(1, cols.actions).squeeze(1);
+    torch::Tensor q = online->forward(batch.states).gather(1, batch.actions).squeeze(1);
     torch::Tensor td = q - target_q;
-    torch::Tensor loss = (torch::tensor(batch.weights).to(device_) * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
+    torch::Tensor loss = (batch.weights * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
 
     if (demos && !demos->empty()) {
         // DQfD's large-margin loss: the demonstrated action must beat every other legal one by
         // a margin, which keeps Q-values meaningful (unlike a cross-entropy on them).
+        cache_demonstrations(*demos);
         std::uniform_int_distribution<size_t> pick(0, demos->size() - 1);
-        std::vector<const RlState *> ds;
-        std::vector<int64_t> da;
-        for (int i = 0; i < std::max<int64_t>(1, B / 2); ++i) {
-            const Demo &d = (*demos)[pick(demo_rng_)];
-            ds.push_back(&d.state);
-            da.push_back(d.action);
+        const int64_t D = std::max<int64_t>(1, B / 2);
+        const int64_t F = sample.flat_width, A = sample.num_actions;
+        demo_rows_.resize(D * F);
+        demo_row_masks_.resize(D * A);
+        demo_row_actions_.resize(D);
+        std::vector<const DenseGraph *> graphs;
+        for (int64_t i = 0; i < D; ++i) {
+            const size_t d = pick(demo_rng_);
+            std::copy_n(demo_flat_.data() + d * F, F, demo_rows_.data() + i * F);
+            std::copy_n(demo_masks_.data() + d * A, A, demo_row_masks_.data() + i * A);
+            demo_row_actions_[i] = demo_actions_[d];
+            graphs.push_back(&(*demos)[d].state.graph);
         }
-        torch::Tensor dq = online->forward(ds);
-        torch::Tensor act = torch::tensor(da).to(device_).unsqueeze(1);
+        torch::Tensor dq = online->forward(
+            make_state_batch(demo_rows_.data(), D, F, graph ? graphs.data() : nullptr, device_));
+        torch::Tensor act = torch::from_blob(demo_row_actions_.data(), {D, 1}, torch::kInt64).to(device_);
         torch::Tensor margin = torch::full_like(dq, config_.demo_margin).scatter_(1, act, 0.0);
-        torch::Tensor upper = masked(dq + margin, mask_tensor(ds, device_)).amax(1);
+        torch::Tensor upper = masked(dq + margin, mask_tensor(demo_row_masks_.data(), D, A, device_)).amax(1);
         loss = loss + (upper - dq.gather(1, act).squeeze(1)).mean();
     }
 
@@ -113,17 +146,20 @@ float Learner::replay_step(PrioritizedReplay &replay, int64_t env_steps, const s
                            std::mutex *update_lock) {
     const double beta =
         config_.per_beta + (1 - config_.per_beta) * std::min(1.0, double(env_steps) / config_.steps);
-    ReplaySample batch = replay.sample(config_.batch, beta);
+    {
+        TrainProfile::Scope timer(profile, TrainProfile::Phase::ReplaySample);
+        replay.sample(config_.batch, beta, sample_);
+    }
     if (demos && demos->empty()) demos = nullptr;
-    std::vector<float> priorities;
     float loss;
+    TrainProfile::Scope timer(profile, TrainProfile::Phase::Update);
     if (update_lock) {
         std::lock_guard<std::mutex> g(*update_lock);
-        loss = update(batch, &priorities, demos);
+        loss = update(sample_, &priorities_, demos);
     } else {
-        loss = update(batch, &priorities, demos);
+        loss = update(sample_, &priorities_, demos);
     }
-    replay.update_priorities(batch.indices, priorities);
+    replay.update_priorities(sample_.indices, priorities_);
     return loss;
 }
 
@@ -132,12 +168,22 @@ void Learner::sync_target() { copy_weights(target, online); }
 std::vector<float> Learner::td_errors(QNet &net, const std::vector<Transition> &ts, double) {
     torch::NoGradGuard no_grad;
     torch::Device device = net->parameters().front().device();
+    const bool graph = net->uses_graph();
+    const int64_t B = static_cast<int64_t>(ts.size());
     auto next = states_of(ts, true);
-    torch::Tensor qn = masked(net->forward(next), mask_tensor(next, device)).amax(1);
-    const BatchColumns cols(ts, device);
-    torch::Tensor q = net->forward(states_of(ts, false)).gather(1, cols.actions).squeeze(1);
-    torch::Tensor target = cols.rewards + cols.discounts * qn;
-    torch::Tensor p = ((q - target).abs() + 1e-3).to(torch::kCPU).contiguous();
+    torch::Tensor qn = masked(net->forward(make_state_batch(next, graph, device)), mask_tensor(next, device)).amax(1);
+    std::vector<int64_t> a;
+    std::vector<float> r, d;
+    for (const Transition &t : ts) {
+        a.push_back(t.action);
+        r.push_back(t.reward);
+        d.push_back(t.discount);
+    }
+    torch::Tensor actions = torch::from_blob(a.data(), {B, 1}, torch::kInt64).to(device);
+    torch::Tensor rewards = torch::from_blob(r.data(), {B}, torch::kFloat32).to(device);
+    torch::Tensor discounts = torch::from_blob(d.data(), {B}, torch::kFloat32).to(device);
+    torch::Tensor q = net->forward(make_state_batch(states_of(ts, false), graph, device)).gather(1, actions).squeeze(1);
+    torch::Tensor p = ((q - (rewards + discounts * qn)).abs() + 1e-3).to(torch::kCPU).contiguous();
     return std::vector<float>(p.data_ptr<float>(), p.data_ptr<float>() + p.numel());
 }
 
@@ -151,6 +197,7 @@ static void save_archive_atomically(torch::serialize::OutputArchive &archive, co
 }
 
 void Learner::save_checkpoint(const std::string &path, const nlohmann::json &counters) {
+    TrainProfile::Scope timer(profile, TrainProfile::Phase::Checkpoint);
     torch::serialize::OutputArchive archive, on, tg, opt;
     online->save(on);
     target->save(tg);
@@ -195,6 +242,7 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
 }
 
 void Learner::save_policy(const std::string &path, const nlohmann::json &provenance) {
+    TrainProfile::Scope timer(profile, TrainProfile::Phase::Checkpoint);
     nlohmann::json meta = {{"action_space", config_.action_space},
                            {"max_steps", config_.max_steps},
                            {"network", nlohmann::json::parse(qnet_config_json(net_config_))},
@@ -283,12 +331,29 @@ int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng
 }
 
 ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps, std::mt19937_64 &rng,
-                             NStepBuilder &nstep, std::vector<Transition> *completed) {
-    RlState s = encode_state(env, with_graph);
-    const int a = epsilon_greedy(net, s, eps, rng);
+                             NStepBuilder &nstep, std::vector<Transition> *completed, TrainProfile *profile) {
+    using Phase = TrainProfile::Phase;
+    RlState s;
+    {
+        TrainProfile::Scope timer(profile, Phase::Encode);
+        s = encode_state(env, with_graph);
+    }
+    int a;
+    {
+        TrainProfile::Scope timer(profile, Phase::Act);
+        a = epsilon_greedy(net, s, eps, rng);
+    }
     if (a < 0) return {};
-    StepResult r = env.step_index(a);
-    RlState next = encode_state(env, with_graph);
+    StepResult r;
+    {
+        TrainProfile::Scope timer(profile, Phase::EnvStep);
+        r = env.step_index(a);
+    }
+    RlState next;
+    {
+        TrainProfile::Scope timer(profile, Phase::Encode);
+        next = encode_state(env, with_graph);
+    }
     const bool done = r.done || !any_legal(next);
     for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
         completed->push_back(std::move(t));

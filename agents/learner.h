@@ -11,6 +11,7 @@
 
 #include "agents/qnet.h"
 #include "agents/replay.h"
+#include "agents/train_profile.h"
 #include "agents/trainer.h"
 #include "env/dataset.h"
 
@@ -46,13 +47,24 @@ public:
 
     QNet online{nullptr}, target{nullptr};
     int64_t updates = 0;
+    TrainProfile *profile = nullptr;  ///< when set, sampling, updates and checkpoints are timed
 
 private:
+    /// The demonstrations as contiguous rows, built once per demonstration set.
+    void cache_demonstrations(const std::vector<Demo> &demos);
     const TrainConfig &config_;
     QNetConfig net_config_;
     torch::Device device_;
     std::unique_ptr<torch::optim::Adam> optimizer_;
-    std::mt19937_64 demo_rng_;  // picks demonstrations; seeded per learner
+    // Reused across updates so that a step allocates no host buffers of its own.
+    ReplaySample sample_;
+    std::vector<float> priorities_;
+    std::mt19937_64 demo_rng_;  // which demonstrations join each update's margin loss
+    const std::vector<Demo> *demo_source_ = nullptr;
+    size_t demo_count_ = 0;
+    std::vector<float> demo_flat_, demo_rows_;
+    std::vector<uint8_t> demo_masks_, demo_row_masks_;
+    std::vector<int64_t> demo_actions_, demo_row_actions_;
 };
 
 /// Environment settings for training and evaluation.
@@ -78,7 +90,8 @@ struct ActedStep {
 /// One ε-greedy step of an actor under the mask: acts in `env` and appends the n-step
 /// transitions this step completes to `completed`. The loop every trainer's actors run.
 ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps, std::mt19937_64 &rng,
-                             NStepBuilder &nstep, std::vector<Transition> *completed);
+                             NStepBuilder &nstep, std::vector<Transition> *completed,
+                             TrainProfile *profile = nullptr);
 
 /// Mean of the last `n` values pushed.
 class RunningMean {

@@ -33,75 +33,113 @@ QNetImpl::QNetImpl(const QNetConfig &config) : config_(config) {
     advantage_ = register_module("advantage", nn::Sequential(nn::Linear(H, H / 2), nn::ReLU(), nn::Linear(H / 2, A)));
 }
 
-static torch::Tensor stack_flat(const std::vector<const RlState *> &states, int64_t offset, int64_t width,
-                                torch::Device device) {
-    const int64_t B = static_cast<int64_t>(states.size());
-    torch::Tensor t = torch::empty({B, width}, torch::kFloat32);
-    float *out = t.data_ptr<float>();
+StateBatch make_state_batch(const float *rows, int64_t B, int64_t width, const DenseGraph *const *graphs,
+                            torch::Device device) {
+    StateBatch batch;
+    // from_blob wraps the caller's rows; .to() copies only when the device is not the CPU.
+    batch.flat = torch::from_blob(const_cast<float *>(rows), {B, width}, torch::kFloat32).to(device);
+    if (!graphs) return batch;
+    // One disjoint union of the B graphs: vertices numbered graph after graph, edges as index
+    // tensors, so message passing is a few index_select/index_add_ over the whole batch.
+    int64_t N = 0, E = 0;
     for (int64_t b = 0; b < B; ++b) {
-        if (static_cast<int64_t>(states[b]->flat.size()) != offset + width)
-            throw looptool::Error("state has " + std::to_string(states[b]->flat.size()) +
-                                  " features, the network expects " + std::to_string(offset + width));
-        std::copy_n(states[b]->flat.data() + offset, width, out + b * width);
+        if (graphs[b]->num_vertices == 0) throw looptool::Error("the gnn encoder needs states encoded with their graph");
+        N += graphs[b]->num_vertices;
+        E += static_cast<int64_t>(graphs[b]->edges.size());
     }
-    return t.to(device);
+    torch::Tensor x = torch::empty({N, kGraphVertexFeatures}, torch::kFloat32);
+    torch::Tensor src = torch::empty({E}, torch::kInt64), dst = torch::empty({E}, torch::kInt64);
+    torch::Tensor graph_of = torch::empty({N}, torch::kInt64);
+    torch::Tensor in_deg = torch::zeros({N, 1}, torch::kFloat32), out_deg = torch::zeros({N, 1}, torch::kFloat32);
+    torch::Tensor vertices = torch::empty({B, 1}, torch::kFloat32);
+    float *xp = x.data_ptr<float>(), *ip = in_deg.data_ptr<float>(), *op = out_deg.data_ptr<float>();
+    int64_t *sp = src.data_ptr<int64_t>(), *dp = dst.data_ptr<int64_t>(), *gp = graph_of.data_ptr<int64_t>();
+    int64_t base = 0, e = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        const DenseGraph &g = *graphs[b];
+        std::copy(g.features.begin(), g.features.end(), xp + base * kGraphVertexFeatures);
+        for (auto [s, t] : g.edges) {
+            sp[e] = base + s;
+            dp[e] = base + t;
+            ++ip[base + t];
+            ++op[base + s];
+            ++e;
+        }
+        std::fill_n(gp + base, g.num_vertices, b);
+        vertices.data_ptr<float>()[b] = static_cast<float>(g.num_vertices);
+        base += g.num_vertices;
+    }
+    batch.x = x.to(device);
+    batch.src = src.to(device);
+    batch.dst = dst.to(device);
+    batch.graph_of = graph_of.to(device);
+    batch.in_deg = in_deg.clamp_min_(1).to(device);
+    batch.out_deg = out_deg.clamp_min_(1).to(device);
+    batch.vertices = vertices.clamp_min_(1).to(device);
+    return batch;
 }
 
-torch::Tensor QNetImpl::encode_mlp(const std::vector<const RlState *> &states) {
-    const torch::Device device = value_->parameters().front().device();
-    return mlp_->forward(stack_flat(states, 0, config_.shape.flat_size(), device));
+StateBatch make_state_batch(const std::vector<const RlState *> &states, bool with_graph, torch::Device device) {
+    const int64_t B = static_cast<int64_t>(states.size());
+    const int64_t F = B ? static_cast<int64_t>(states[0]->flat.size()) : 0;
+    torch::Tensor rows = torch::empty({B, F}, torch::kFloat32);
+    std::vector<const DenseGraph *> graphs;
+    for (int64_t b = 0; b < B; ++b) {
+        if (static_cast<int64_t>(states[b]->flat.size()) != F)
+            throw looptool::Error("states of a batch differ in size: " + std::to_string(states[b]->flat.size()) +
+                                  " and " + std::to_string(F) + " features");
+        std::copy_n(states[b]->flat.data(), F, rows.data_ptr<float>() + b * F);
+        graphs.push_back(&states[b]->graph);
+    }
+    StateBatch batch = make_state_batch(rows.data_ptr<float>(), B, F, with_graph ? graphs.data() : nullptr, device);
+    if (device.is_cpu()) batch.flat = rows;  // own the rows (the wrapper above borrowed them)
+    return batch;
+}
+
+static void check_width(const StateBatch &batch, int64_t expected) {
+    if (batch.flat.size(1) != expected)
+        throw looptool::Error("state has " + std::to_string(batch.flat.size(1)) + " features, the network expects " +
+                              std::to_string(expected));
+}
+
+torch::Tensor QNetImpl::encode_mlp(const StateBatch &batch) {
+    check_width(batch, config_.shape.flat_size());
+    return mlp_->forward(batch.flat);
 }
 
 // Message passing over the loop tree: each round a vertex combines itself with the mean of its
 // parent's and its children's embeddings; the readout is the mean over vertices, the cursor
 // loop's embedding and the global features (strides, previous actions, steps left).
-torch::Tensor QNetImpl::encode_gnn(const std::vector<const RlState *> &states) {
-    const torch::Device device = value_->parameters().front().device();
-    const int64_t B = static_cast<int64_t>(states.size());
-    std::vector<float> feats;
-    std::vector<int64_t> src, dst, graph_of;
-    int64_t base = 0;
-    for (int64_t b = 0; b < B; ++b) {
-        const DenseGraph &g = states[b]->graph;
-        if (g.num_vertices == 0) throw looptool::Error("the gnn encoder needs states encoded with their graph");
-        feats.insert(feats.end(), g.features.begin(), g.features.end());
-        for (auto [s, t] : g.edges) {
-            src.push_back(base + s);
-            dst.push_back(base + t);
-        }
-        for (int v = 0; v < g.num_vertices; ++v) graph_of.push_back(b);
-        base += g.num_vertices;
-    }
-    const int64_t N = base;
-    auto longs = [&](std::vector<int64_t> &v) {
-        return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kInt64).clone().to(device);
-    };
-    torch::Tensor x = torch::from_blob(feats.data(), {N, kGraphVertexFeatures}, torch::kFloat32).clone().to(device);
-    torch::Tensor s = longs(src), t = longs(dst), gi = longs(graph_of);
-    auto ones = torch::ones({static_cast<int64_t>(src.size()), 1}, x.options());
-    torch::Tensor in_deg = torch::zeros({N, 1}, x.options()).index_add_(0, t, ones).clamp_min(1);
-    torch::Tensor out_deg = torch::zeros({N, 1}, x.options()).index_add_(0, s, ones).clamp_min(1);
+torch::Tensor QNetImpl::encode_gnn(const StateBatch &batch) {
+    check_width(batch, config_.shape.flat_size());
+    if (!batch.x.defined()) throw looptool::Error("the gnn encoder needs states encoded with their graph");
+    const int64_t B = batch.size();
+    const torch::Tensor &x = batch.x, &s = batch.src, &t = batch.dst, &gi = batch.graph_of;
     torch::Tensor h = torch::relu(node_in_->forward(x));
     for (size_t r = 0; r < self_.size(); ++r) {
-        torch::Tensor from_parent = torch::zeros_like(h).index_add_(0, t, h.index_select(0, s)) / in_deg;
-        torch::Tensor from_children = torch::zeros_like(h).index_add_(0, s, h.index_select(0, t)) / out_deg;
+        torch::Tensor from_parent = torch::zeros_like(h).index_add_(0, t, h.index_select(0, s)) / batch.in_deg;
+        torch::Tensor from_children = torch::zeros_like(h).index_add_(0, s, h.index_select(0, t)) / batch.out_deg;
         h = h + torch::relu(self_[r]->forward(h) + down_[r]->forward(from_parent) + up_[r]->forward(from_children));
     }
     const int64_t G = h.size(1);
-    torch::Tensor counts = torch::zeros({B, 1}, x.options()).index_add_(0, gi, torch::ones({N, 1}, x.options()));
-    torch::Tensor mean = torch::zeros({B, G}, x.options()).index_add_(0, gi, h) / counts.clamp_min(1);
+    torch::Tensor mean = torch::zeros({B, G}, x.options()).index_add_(0, gi, h) / batch.vertices;
     constexpr int kCursorFeature = 8;  // see kGraphVertexFeatures in env/graph_observation.h
     torch::Tensor cursor = torch::zeros({B, G}, x.options())
                                .index_add_(0, gi, h * x.index({torch::indexing::Slice(), kCursorFeature}).unsqueeze(1));
     torch::Tensor globals = torch::relu(globals_in_->forward(
-        stack_flat(states, config_.shape.loops_size(), config_.shape.globals_size(), device)));
+        batch.flat.narrow(1, config_.shape.loops_size(), config_.shape.globals_size())));
     return torch::relu(readout_->forward(torch::cat({mean, cursor, globals}, 1)));
 }
 
-torch::Tensor QNetImpl::forward(const std::vector<const RlState *> &states) {
-    torch::Tensor z = config_.encoder == "mlp" ? encode_mlp(states) : encode_gnn(states);
+torch::Tensor QNetImpl::forward(const StateBatch &batch) {
+    torch::Tensor z = config_.encoder == "mlp" ? encode_mlp(batch) : encode_gnn(batch);
     torch::Tensor a = advantage_->forward(z);
     return value_->forward(z) + a - a.mean(1, /*keepdim=*/true);
+}
+
+torch::Tensor QNetImpl::forward(const std::vector<const RlState *> &states) {
+    const torch::Device device = value_->parameters().front().device();
+    return forward(make_state_batch(states, uses_graph(), device));
 }
 
 torch::Tensor mask_tensor(const std::vector<const RlState *> &states, torch::Device device) {
@@ -112,6 +150,11 @@ torch::Tensor mask_tensor(const std::vector<const RlState *> &states, torch::Dev
     for (int64_t b = 0; b < B; ++b)
         for (int64_t a = 0; a < A; ++a) p[b * A + a] = states[b]->mask[a] != 0;
     return m.to(device);
+}
+
+torch::Tensor mask_tensor(const uint8_t *masks, int64_t B, int64_t A, torch::Device device) {
+    // Bytes of 0 or 1 are valid bools: wrap them as such.
+    return torch::from_blob(const_cast<uint8_t *>(masks), {B, A}, torch::kBool).to(device);
 }
 
 torch::Tensor masked(const torch::Tensor &q, const torch::Tensor &mask) {

@@ -20,16 +20,35 @@ struct QNetConfig {
     RlShape shape;
 };
 
+/// A batch of encoded states as tensors, built once and fed to as many networks as need it
+/// (the learner's online and target networks both see the next states).
+struct StateBatch {
+    torch::Tensor flat;  ///< [B, flat_size]
+    // The GNN's batched graph (undefined for the MLP): vertex features [N, kGraphVertexFeatures],
+    // edges as index tensors src -> dst [E], each vertex's graph [N], and the degrees and vertex
+    // counts message passing divides by ([N, 1], [N, 1], [B, 1]).
+    torch::Tensor x, src, dst, graph_of, in_deg, out_deg, vertices;
+    int64_t size() const { return flat.size(0); }
+};
+/// B rows of `width` floats (one state's flat features each); `graphs`, when not null, holds
+/// the B states' graphs. The rows are copied to `device` (wrapped without a copy on the CPU:
+/// the caller keeps them alive while the batch is used).
+StateBatch make_state_batch(const float *rows, int64_t B, int64_t width, const DenseGraph *const *graphs,
+                            torch::Device device);
+StateBatch make_state_batch(const std::vector<const RlState *> &states, bool with_graph, torch::Device device);
+
 class QNetImpl : public torch::nn::Module {
 public:
     explicit QNetImpl(const QNetConfig &config);
     /// Q-values [B, |A|] (illegal actions not masked; see masked()).
+    torch::Tensor forward(const StateBatch &batch);
     torch::Tensor forward(const std::vector<const RlState *> &states);
     const QNetConfig &config() const { return config_; }
+    bool uses_graph() const { return config_.encoder == "gnn"; }
 
 private:
-    torch::Tensor encode_mlp(const std::vector<const RlState *> &states);
-    torch::Tensor encode_gnn(const std::vector<const RlState *> &states);
+    torch::Tensor encode_mlp(const StateBatch &batch);
+    torch::Tensor encode_gnn(const StateBatch &batch);
     QNetConfig config_;
     torch::nn::Sequential mlp_{nullptr};
     torch::nn::Linear node_in_{nullptr}, globals_in_{nullptr}, readout_{nullptr};
@@ -40,6 +59,8 @@ TORCH_MODULE(QNet);
 
 /// [B, |A|] bool tensor of the states' masks.
 torch::Tensor mask_tensor(const std::vector<const RlState *> &states, torch::Device device);
+/// The same from B x |A| bytes (0 or 1), wrapped without a copy on the CPU.
+torch::Tensor mask_tensor(const uint8_t *masks, int64_t B, int64_t A, torch::Device device);
 /// q with illegal actions at -1e9 (so argmax and max only see legal ones).
 torch::Tensor masked(const torch::Tensor &q, const torch::Tensor &mask);
 

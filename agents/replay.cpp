@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "looptool/error.h"
 
 namespace looptune {
@@ -15,7 +17,6 @@ PrioritizedReplay::PrioritizedReplay(int64_t capacity, double alpha, uint64_t se
     while (leaves_ < capacity) leaves_ *= 2;
     tree_.assign(2 * leaves_, 0.0);
     min_tree_.assign(2 * leaves_, std::numeric_limits<double>::infinity());
-    data_.resize(capacity);
 }
 
 void PrioritizedReplay::set_priority(int64_t i, double p) {
@@ -29,10 +30,49 @@ void PrioritizedReplay::set_priority(int64_t i, double p) {
     }
 }
 
+void PrioritizedReplay::store(int64_t i, Transition &t) {
+    const int F = static_cast<int>(t.state.flat.size()), A = static_cast<int>(t.next.mask.size());
+    const bool graphs = t.state.graph.num_vertices > 0;
+    if (flat_width_ < 0) {
+        flat_width_ = F;
+        num_actions_ = A;
+        graphs_ = graphs;
+    }
+    if (F != flat_width_ || static_cast<int>(t.next.flat.size()) != flat_width_ || A != num_actions_ ||
+        graphs != graphs_)
+        throw looptool::Error(fmt::format("replay: a transition of {} features and {} actions{}, the replay "
+                                          "holds {} and {}{}",
+                                          F, A, graphs ? " with graphs" : "", flat_width_, num_actions_,
+                                          graphs_ ? " with graphs" : ""));
+    if (i >= rows_) {  // the replay fills slot by slot; vector growth is geometric
+        rows_ = i + 1;
+        states_.resize(rows_ * F);
+        next_states_.resize(rows_ * F);
+        next_masks_.resize(rows_ * A);
+        actions_.resize(rows_);
+        rewards_.resize(rows_);
+        discounts_.resize(rows_);
+        if (graphs_) {
+            graphs_of_.resize(rows_);
+            next_graphs_of_.resize(rows_);
+        }
+    }
+    std::copy_n(t.state.flat.data(), F, states_.data() + i * F);
+    std::copy_n(t.next.flat.data(), F, next_states_.data() + i * F);
+    std::copy_n(t.next.mask.data(), A, next_masks_.data() + i * A);
+    actions_[i] = t.action;
+    rewards_[i] = t.reward;
+    discounts_[i] = t.discount;
+    if (graphs_) {
+        graphs_of_[i] = std::move(t.state.graph);
+        next_graphs_of_[i] = std::move(t.next.graph);
+    }
+}
+
 void PrioritizedReplay::add(Transition t, double priority) {
     std::lock_guard<std::mutex> g(mutex_);
     const int64_t i = next_;
-    data_[i] = std::move(t);
+    store(i, t);
     set_priority(i, priority < 0 ? max_priority_ : priority);
     max_priority_ = std::max(max_priority_, priority);
     next_ = (next_ + 1) % capacity_;
@@ -41,9 +81,17 @@ void PrioritizedReplay::add(Transition t, double priority) {
 }
 
 ReplaySample PrioritizedReplay::sample(int batch, double beta) {
-    std::lock_guard<std::mutex> g(mutex_);
     ReplaySample out;
-    if (size_ == 0) return out;
+    sample(batch, beta, out);
+    return out;
+}
+
+void PrioritizedReplay::sample(int batch, double beta, ReplaySample &out) {
+    std::lock_guard<std::mutex> g(mutex_);
+    out.indices.clear();
+    out.weights.clear();
+    out.size = 0;
+    if (size_ == 0) return;
     const double total = tree_[1];
     // Stratified: one draw per equal slice of the total mass.
     for (int b = 0; b < batch; ++b) {
@@ -58,9 +106,7 @@ ReplaySample PrioritizedReplay::sample(int batch, double beta) {
                 k = 2 * k + 1;
             }
         }
-        int64_t i = std::min(k - leaves_, size_ - 1);
-        out.indices.push_back(i);
-        out.items.push_back(data_[i]);
+        out.indices.push_back(std::min(k - leaves_, size_ - 1));
     }
     // w_i = (N * P(i))^-beta / max_j w_j, and max_j w_j belongs to the smallest priority.
     const double p_min = min_tree_[1] / total;
@@ -69,7 +115,32 @@ ReplaySample PrioritizedReplay::sample(int batch, double beta) {
         const double p = tree_[i + leaves_] / total;
         out.weights.push_back(static_cast<float>(std::pow(size_ * p, -beta) / w_max));
     }
-    return out;
+    // Gather the rows (copies: actors may overwrite the slots once the lock is released).
+    const int F = flat_width_, A = num_actions_;
+    out.size = batch;
+    out.flat_width = F;
+    out.num_actions = A;
+    out.states.resize(size_t(batch) * F);
+    out.next_states.resize(size_t(batch) * F);
+    out.next_masks.resize(size_t(batch) * A);
+    out.actions.resize(batch);
+    out.rewards.resize(batch);
+    out.discounts.resize(batch);
+    out.graphs.resize(graphs_ ? batch : 0);
+    out.next_graphs.resize(graphs_ ? batch : 0);
+    for (int b = 0; b < batch; ++b) {
+        const int64_t i = out.indices[b];
+        std::copy_n(states_.data() + i * F, F, out.states.data() + b * F);
+        std::copy_n(next_states_.data() + i * F, F, out.next_states.data() + b * F);
+        std::copy_n(next_masks_.data() + i * A, A, out.next_masks.data() + b * A);
+        out.actions[b] = actions_[i];
+        out.rewards[b] = rewards_[i];
+        out.discounts[b] = discounts_[i];
+        if (graphs_) {
+            out.graphs[b] = graphs_of_[i];
+            out.next_graphs[b] = next_graphs_of_[i];
+        }
+    }
 }
 
 void PrioritizedReplay::update_priorities(const std::vector<int64_t> &indices,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace looptune {
 
@@ -76,11 +77,19 @@ struct TrainConfig {
     int64_t eval_every = 5000;        ///< env steps; 0: only at the end
     int eval_benchmarks = 25;         ///< first N of the test split
     std::string device = "auto";      ///< auto | cpu | cuda
+    bool profile = false;             ///< time each phase of the run (TrainSummary::profile; dqn only)
 
     bool graph() const { return encoder == Encoder::Gnn; }  ///< whether states need their graph
 
     std::function<void(const std::string &)> progress;  ///< one status line at a time
     std::function<void(const std::string &)> note;      ///< a line that stays (resume, checkpoint); default: progress
+};
+
+/// One phase of a profiled run (`train --profile`).
+struct ProfileEntry {
+    std::string phase;
+    double seconds = 0;
+    int64_t count = 0;  ///< how often it ran (0 where that means nothing, such as "other")
 };
 
 struct TrainSummary {
@@ -90,6 +99,7 @@ struct TrainSummary {
     bool resumed = false;
     bool primary = true;          ///< false on MPI ranks other than 0: they report nothing
     std::string policy_path, metrics_path;
+    std::vector<ProfileEntry> profile;  ///< with config.profile: the phases, in run order
 };
 
 /// Trains per config.trainer; throws looptool::Error for bad settings or files.

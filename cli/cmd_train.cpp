@@ -143,6 +143,9 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")->capture_default_str()
         ->check(at_least(1));
     cmd->add_option("--device", c.device, "auto, cpu or cuda")->capture_default_str();
+    cmd->add_flag("--profile", c.profile,
+                  "Time each phase of the run (env step: lookups, compiles, measurements; encoding, acting, "
+                  "replay sampling, updates, checkpoints) and print the split; dqn only");
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG training curves");
     cmd->add_flag("--quiet", o->quiet, "No progress lines");
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
@@ -164,11 +167,26 @@ Run add_train(CLI::App &app) {
             plot_training(s.metrics_path, plot);
         }
         if (o->json) {
-            print_json({{"out", o->c.out_dir}, {"trainer", name(o->c.trainer)}, {"env_steps", s.env_steps},
-                        {"episodes", s.episodes}, {"updates", s.updates}, {"seconds", s.seconds},
-                        {"eval_speedup", s.eval_speedup}, {"resumed", s.resumed}, {"policy", s.policy_path},
-                        {"metrics", s.metrics_path}, {"plot", plot}});
+            nlohmann::json j = {{"out", o->c.out_dir}, {"trainer", name(o->c.trainer)}, {"env_steps", s.env_steps},
+                                {"episodes", s.episodes}, {"updates", s.updates}, {"seconds", s.seconds},
+                                {"eval_speedup", s.eval_speedup}, {"resumed", s.resumed}, {"policy", s.policy_path},
+                                {"metrics", s.metrics_path}, {"plot", plot}};
+            if (o->c.profile) {
+                j["profile"] = nlohmann::json::array();
+                for (const auto &e : s.profile)
+                    j["profile"].push_back({{"phase", e.phase}, {"seconds", e.seconds}, {"count", e.count}});
+            }
+            print_json(j);
         } else {
+            if (o->c.profile) {
+                double total = 0;  // of this session (a resumed run's summary counts earlier ones too)
+                for (const auto &e : s.profile)
+                    if (e.phase.rfind("  ", 0) != 0) total += e.seconds;
+                fmt::print("{:<52} {:>9} {:>7} {:>10}\n", "phase", "seconds", "share", "count");
+                for (const auto &e : s.profile)
+                    fmt::print("{:<52} {:>9.3f} {:>6.1f}% {:>10}\n", e.phase, e.seconds,
+                               100 * e.seconds / std::max(total, 1e-9), e.count ? std::to_string(e.count) : "");
+            }
             fmt::print("{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {:.2f}x\n", s.env_steps,
                        s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "", s.eval_speedup);
             fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 
 #include "env/observations.h"
@@ -65,10 +66,14 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
     StepInfo &out = info ? *info : local;
     if (!config_.measure_enabled) return out.gflops = 0;
     out.measured = true;
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+    const Clock::time_point t0 = Clock::now();
     const std::string key = schedule_key(p);
     if (auto it = cache_.find(key); it != cache_.end()) {
         ++counters_.cache_hits;
         out.from_cache = true;
+        counters_.lookup_seconds += since(t0);
         return out.gflops = it->second;
     }
     if (store_) {
@@ -76,10 +81,14 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
             ++counters_.store_hits;
             out.from_cache = true;
             cache_[key] = m->median_gflops;
+            counters_.lookup_seconds += since(t0);
             return out.gflops = m->median_gflops;
         }
     }
+    counters_.lookup_seconds += since(t0);
+    const Clock::time_point t1 = Clock::now();
     Kernel k = jit_->compile(p);
+    counters_.compile_seconds += since(t1);
     if (!k.cached) ++counters_.compiles;
     out.compile_ms = k.compile_ms;
     if (config_.verify && !k.cached) {
@@ -88,7 +97,9 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
             throw InternalError(fmt::format("JIT kernel differs from the reference: {}\n{}",
                                             cmp.first_mismatch, dump(p, false)));
     }
+    const Clock::time_point t2 = Clock::now();
     Measurement m = measure_kernel(k.fn, *p.comp, buffers_, config_.measure);
+    counters_.measure_seconds += since(t2);
     ++counters_.measurements;
     out.timed_out = m.timed_out;
     cache_[key] = m.median_gflops;

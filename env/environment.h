@@ -93,6 +93,9 @@ public:
 
     struct Counters {
         int64_t compiles = 0, measurements = 0, cache_hits = 0, store_hits = 0, verified = 0;
+        /// Wall time in evaluate(): schedule key + in-memory and store lookups, JIT compiles,
+        /// measurements (train --profile's split of an environment step).
+        double lookup_seconds = 0, compile_seconds = 0, measure_seconds = 0;
     };
     const Counters &counters() const { return counters_; }
 

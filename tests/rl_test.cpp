@@ -78,14 +78,18 @@ TEST(PrioritizedReplay, SamplesInProportionToPriority) {
     replay.add(transition(0), 1.0);
     replay.add(transition(1), 9.0);
     std::map<float, int> counts;
-    for (int i = 0; i < 2000; ++i)
-        for (const Transition &t : replay.sample(4, 1.0).items) ++counts[t.state.flat[0]];
+    ReplaySample batch;  // reused, as a learner does
+    for (int i = 0; i < 2000; ++i) {
+        replay.sample(4, 1.0, batch);
+        for (int64_t b = 0; b < batch.size; ++b) ++counts[batch.state_feature(b, 0)];
+    }
     const double ratio = double(counts[1]) / counts[0];
     EXPECT_NEAR(ratio, 9.0, 1.5);
     // Importance weights undo the bias: the rare item gets weight 1, the frequent one 1/9.
     ReplaySample s = replay.sample(64, 1.0);
-    for (size_t i = 0; i < s.items.size(); ++i)
-        EXPECT_NEAR(s.weights[i], s.items[i].state.flat[0] == 0 ? 1.0 : 1.0 / 9, 1e-4);
+    ASSERT_EQ(s.size, 64);
+    for (int64_t i = 0; i < s.size; ++i)
+        EXPECT_NEAR(s.weights[i], s.state_feature(i, 0) == 0 ? 1.0 : 1.0 / 9, 1e-4);
 }
 
 TEST(PrioritizedReplay, OverwritesTheOldestWhenFullAndUpdatesPriorities) {
@@ -94,7 +98,7 @@ TEST(PrioritizedReplay, OverwritesTheOldestWhenFullAndUpdatesPriorities) {
     EXPECT_EQ(replay.size(), 3);
     EXPECT_EQ(replay.added(), 5);
     ReplaySample s = replay.sample(30, 0.4);
-    for (const Transition &t : s.items) EXPECT_GE(t.state.flat[0], 2);  // 0 and 1 were overwritten
+    for (int64_t b = 0; b < s.size; ++b) EXPECT_GE(s.state_feature(b, 0), 2);  // 0 and 1 were overwritten
     // Priority ~0 for every slot but one: only that one is sampled.
     replay.update_priorities({0, 1, 2}, {1e-6f, 1e-6f, 5.0f});
     for (int64_t i : replay.sample(20, 0.4).indices) EXPECT_EQ(i, 2);
