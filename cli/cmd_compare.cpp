@@ -71,15 +71,16 @@ Run add_compare(CLI::App &app) {
             for (const auto &s : sums)
                 j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"mean_gflops", s.mean_gflops},
                              {"geomean_gflops", s.geomean_gflops}, {"geomean_speedup", s.geomean_speedup},
-                             {"geomean_vs_openblas", s.geomean_vs_openblas}, {"mean_seconds", s.mean_seconds}});
+                             {"geomean_vs_openblas", s.geomean_vs_openblas},
+                             {"geomean_vs_onednn", s.geomean_vs_onednn}, {"mean_seconds", s.mean_seconds}});
             print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}});
         } else {
-            fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "mean GF", "geomean GF",
-                       "speedup", "vs BLAS", "mean s");
+            fmt::print("{:<10} {:>5} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n", "method", "n", "mean GF",
+                       "geomean GF", "speedup", "vs BLAS", "vs oneDNN", "mean s");
             for (const auto &s : sums)
-                fmt::print("{:<10} {:>5} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
+                fmt::print("{:<10} {:>5} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
                            s.benchmarks, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
-                           s.geomean_vs_openblas, s.mean_seconds);
+                           s.geomean_vs_openblas, s.geomean_vs_onednn, s.mean_seconds);
             fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
         }
         return 0;
