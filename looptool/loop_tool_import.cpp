@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -251,6 +252,17 @@ private:
             inputs_ != std::vector<int>{0, 2} || outputs_ != std::vector<int>{5})
             fail(0, "unsupported: the graph is not a conv2d Y = sum view(X) * W");
         const std::vector<int> &ours = mul.vars;
+        // Our text format names variables with identifiers; so must an import, to round-trip.
+        for (int v : ours) {
+            const std::string &vn = var_names_[size_t(v)];
+            if (vn.empty() || std::isdigit((unsigned char)vn[0]) ||
+                !std::all_of(vn.begin(), vn.end(), [](char ch) { return std::isalnum((unsigned char)ch) || ch == '_'; }))
+                fail(0, fmt::format("variable name '{}' is not an identifier", vn));
+        }
+        for (size_t i = 0; i < ours.size(); ++i)
+            for (size_t j = 0; j < i; ++j)
+                if (var_names_[size_t(ours[i])] == var_names_[size_t(ours[j])])
+                    fail(0, fmt::format("two variables of the multiply are both named '{}'", var_names_[size_t(ours[i])]));
         auto has = [](const std::vector<int> &v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
         for (int v : view.vars)
             if (!has(ours, v)) fail(view.line, "unsupported: the view has a variable the multiply lacks");
