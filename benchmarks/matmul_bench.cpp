@@ -2,7 +2,8 @@
 //   naive: the naive nest through our JIT vs. the same i-k-j nest compiled by g++ -O3
 //          -march=native;
 //   best:  the best schedule of a small family reachable with the `full` action space
-//          (tile_schedules.h) vs. OpenBLAS sgemm (1 thread, SkylakeX kernels).
+//          (tile_schedules.h) vs. oneDNN's sgemm and OpenBLAS sgemm (each on 1 thread,
+//          OpenBLAS with SkylakeX kernels; for M = 1, cblas_sgemv: reference_kernels.h).
 // Every kernel is checked once against the reference interpreter before it is timed. Ratios
 // come from measurements taken in the same run, alternating the two sides round by round.
 #include <fmt/format.h>
@@ -118,13 +119,13 @@ struct Side {
     bool timed_out = false;
 };
 
-/// Alternates the two sides for `rounds` rounds (a, b, a, b, ...) so that slow phases of the
-/// shared machine hit both; each side's figure is the median of its per-round medians.
-void side_by_side(Side &a, Side &b, const Case &c, const MeasureOptions &o, int rounds) {
+/// Alternates the sides for `rounds` rounds (a, b, a, b, ...) so that slow phases of the
+/// shared machine hit all; each side's figure is the median of its per-round medians.
+void side_by_side(const std::vector<Side *> &sides, const Case &c, const MeasureOptions &o, int rounds) {
     Buffers buf = c.inputs;
     const auto shape = lb::Shape{c.shape.m, c.shape.n, c.shape.k};
     for (int r = 0; r < rounds; ++r)
-        for (Side *s : {&a, &b}) {
+        for (Side *s : sides) {
             lb::set_reference_shape(shape);
             Measurement m = measure_kernel(s->fn, *c.comp, buf, o);
             s->gflops.push_back(m.median_gflops);
@@ -136,6 +137,7 @@ void side_by_side(Side &a, Side &b, const Case &c, const MeasureOptions &o, int 
 struct Row {
     std::string shape;
     double ours = 0, theirs = 0;
+    double onednn = 0;   // `best` only: oneDNN's sgemm, the reference of issue 14
     std::string detail;  // the winning schedule, for `best`
     std::string actions;
     double cv = 0;
@@ -144,24 +146,28 @@ struct Row {
 void print_table(const std::string &title, const std::string &ours, const std::string &theirs,
                  const std::vector<Row> &rows, double peak, bool with_schedule) {
     fmt::print("\n### {}\n\n", title);
-    fmt::print("| shape | {} GFLOPS | {} GFLOPS | ratio | % peak (ours) |{}\n", ours, theirs,
-               with_schedule ? " schedule |" : "");
-    fmt::print("|---|---:|---:|---:|---:|{}\n", with_schedule ? "---|" : "");
+    // with_schedule: the `best` table, which also has oneDNN's column and ratio.
+    fmt::print("| shape | {} GFLOPS | {} GFLOPS | ratio |{} % peak (ours) |{}\n", ours, theirs,
+               with_schedule ? " oneDNN GFLOPS | ratio vs oneDNN |" : "", with_schedule ? " schedule |" : "");
+    fmt::print("|---|---:|---:|---:|{}---:|{}\n", with_schedule ? "---:|---:|" : "", with_schedule ? "---|" : "");
     for (const auto &r : rows)
-        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} | {:.0f}% |{}\n", r.shape, r.ours, r.theirs,
-                   r.ours / r.theirs, 100 * r.ours / peak,
-                   with_schedule ? fmt::format(" {} |", r.detail) : "");
-    std::vector<double> o, t, ratio;
+        fmt::print("| {} | {:.1f} | {:.1f} | {:.2f} |{} {:.0f}% |{}\n", r.shape, r.ours, r.theirs,
+                   r.ours / r.theirs,
+                   with_schedule ? fmt::format(" {:.1f} | {:.2f} |", r.onednn, r.ours / r.onednn) : "",
+                   100 * r.ours / peak, with_schedule ? fmt::format(" {} |", r.detail) : "");
+    std::vector<double> o, t, ratio, d, dratio;
     for (const auto &r : rows)
         if (r.shape.rfind("mm", 0) == 0 && std::find(std::begin(kTestShapes), std::end(kTestShapes),
                                                       r.shape) != std::end(kTestShapes)) {
             o.push_back(r.ours), t.push_back(r.theirs), ratio.push_back(r.ours / r.theirs);
+            if (with_schedule) d.push_back(r.onednn), dratio.push_back(r.ours / r.onednn);
         }
     if (!o.empty())
-        fmt::print("| **geomean of the {} test shapes** | **{:.1f}** | **{:.1f}** | **{:.2f}** | "
+        fmt::print("| **geomean of the {} test shapes** | **{:.1f}** | **{:.1f}** | **{:.2f}** |{} "
                    "**{:.0f}%** |{}\n",
-                   o.size(), geomean(o), geomean(t), geomean(ratio), 100 * geomean(o) / peak,
-                   with_schedule ? " |" : "");
+                   o.size(), geomean(o), geomean(t), geomean(ratio),
+                   with_schedule ? fmt::format(" **{:.1f}** | **{:.2f}** |", geomean(d), geomean(dratio)) : "",
+                   100 * geomean(o) / peak, with_schedule ? " |" : "");
 }
 
 }  // namespace
@@ -188,6 +194,7 @@ int main(int argc, char **argv) {
     try {
         // First, before anything could load OpenBLAS with the environment's core type.
         lb::load_openblas(coretype);
+        lb::load_onednn();
         const int core = pin_to_core(pin);
         auto jit = Jit::create();
         MeasureOptions full;
@@ -201,6 +208,7 @@ int main(int argc, char **argv) {
         fmt::print("# matmul benchmarks\n\ncpu: {} ({}), core {}, JIT target {}\n",
                    cpu_model_name(), jit->host_cpu(), core, "host");
         fmt::print("OpenBLAS: core {} ({})\n", lb::openblas_core(), lb::openblas_config());
+        fmt::print("{}\n", lb::onednn_version());
         fmt::print("peak (FMA chains, measured now): {:.1f} GFLOPS\n", peak);
         fmt::print("protocol: {} warm-ups, median of >= {} calls and >= {} s, {} alternating "
                    "rounds, median of rounds\n",
@@ -210,6 +218,7 @@ int main(int argc, char **argv) {
         out["cpu"] = cpu_model_name();
         out["jit_cpu"] = jit->host_cpu();
         out["openblas_core"] = lb::openblas_core();
+        out["onednn"] = lb::onednn_version();
         out["peak_gflops"] = peak;
         out["rounds"] = rounds;
         std::vector<Row> naive_rows, best_rows;
@@ -232,8 +241,8 @@ int main(int argc, char **argv) {
                 Side ours{"jit naive", jit->compile(p).fn}, gcc{"g++ ikj", lb::naive_ikj_kernel};
                 verify(ours.fn, c, "JIT naive nest", tolerance);
                 verify(gcc.fn, c, "g++ naive i-k-j", tolerance);
-                side_by_side(ours, gcc, c, full, rounds);
-                Row r{s.name(), median(ours.gflops), median(gcc.gflops), "", "",
+                side_by_side({&ours, &gcc}, c, full, rounds);
+                Row r{s.name(), median(ours.gflops), median(gcc.gflops), 0, "", "",
                       std::max(ours.cv, gcc.cv)};
                 fmt::print("naive {}: jit {:.1f}  g++ {:.1f}  ratio {:.2f}\n", r.shape, r.ours,
                            r.theirs, r.ours / r.theirs);
@@ -270,18 +279,22 @@ int main(int argc, char **argv) {
                     }
                 }
                 if (!best_fn) throw Error(fmt::format("{}: no schedule of the family applies", s.name()));
-                Side ours{"jit best", best_fn}, blas{"OpenBLAS", lb::openblas_kernel};
+                Side ours{"jit best", best_fn}, blas{"OpenBLAS", lb::openblas_kernel},
+                    dnnl{"oneDNN", lb::onednn_kernel};
                 verify(blas.fn, c, "OpenBLAS sgemm", tolerance);
-                side_by_side(ours, blas, c, full, rounds);
-                Row r{s.name(), median(ours.gflops), median(blas.gflops), best_t.name(),
-                      looptune::format_actions(best_actions), std::max(ours.cv, blas.cv)};
-                fmt::print("best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  ratio {:.2f}\n", r.shape,
-                           r.ours, r.detail, r.theirs, r.ours / r.theirs);
+                verify(dnnl.fn, c, "oneDNN sgemm", tolerance);
+                side_by_side({&ours, &blas, &dnnl}, c, full, rounds);
+                Row r{s.name(), median(ours.gflops), median(blas.gflops), median(dnnl.gflops),
+                      best_t.name(), looptune::format_actions(best_actions),
+                      std::max({ours.cv, blas.cv, dnnl.cv})};
+                fmt::print("best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  oneDNN {:.1f}  ratio vs oneDNN {:.2f}\n",
+                           r.shape, r.ours, r.detail, r.theirs, r.onednn, r.ours / r.onednn);
                 std::fflush(stdout);
                 best_rows.push_back(r);
                 out["best"].push_back({{"shape", r.shape}, {"schedule", r.detail},
                                        {"actions", r.actions}, {"jit_gflops", ours.gflops},
-                                       {"openblas_gflops", blas.gflops}, {"family", tried}});
+                                       {"openblas_gflops", blas.gflops}, {"onednn_gflops", dnnl.gflops},
+                                       {"family", tried}});
             }
         }
         if (list_family) return 0;
@@ -289,7 +302,7 @@ int main(int argc, char **argv) {
             print_table("naive nest: our JIT vs g++ -O3 -march=native (i-k-j)", "JIT", "g++",
                         naive_rows, peak, false);
         if (!best_rows.empty()) {
-            print_table("best schedule of the family vs OpenBLAS sgemm (1 thread)", "JIT best",
+            print_table("best schedule of the family vs OpenBLAS and oneDNN sgemm (1 thread each)", "JIT best",
                         "OpenBLAS", best_rows, peak, true);
             fmt::print("\nwinning action sequences:\n");
             for (const auto &r : best_rows) fmt::print("- {} ({}): {}\n", r.shape, r.detail, r.actions);

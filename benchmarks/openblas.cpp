@@ -15,10 +15,13 @@
 namespace looptune::bench {
 
 namespace {
-enum { RowMajor = 101, NoTrans = 111 };
+enum { RowMajor = 101, NoTrans = 111, Trans = 112 };
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int, const float *,
                          int, float, float *, int);
+using SgemvFn = void (*)(int, int, int, int, float, const float *, int, const float *, int, float,
+                         float *, int);
 SgemmFn g_sgemm = nullptr;
+SgemvFn g_sgemv = nullptr;
 char *(*g_corename)() = nullptr;
 char *(*g_config)() = nullptr;
 }  // namespace
@@ -46,7 +49,8 @@ void load_openblas(const std::string &coretype) {
     g_sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
     g_corename = reinterpret_cast<char *(*)()>(dlsym(h, "openblas_get_corename"));
     g_config = reinterpret_cast<char *(*)()>(dlsym(h, "openblas_get_config"));
-    if (!g_sgemm) throw looptool::Error("libopenblas.so.0 has no cblas_sgemm");
+    g_sgemv = reinterpret_cast<SgemvFn>(dlsym(h, "cblas_sgemv"));
+    if (!g_sgemm || !g_sgemv) throw looptool::Error("libopenblas.so.0 has no cblas_sgemm or cblas_sgemv");
     if (auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads")))
         set_threads(1);
 }
@@ -57,6 +61,10 @@ std::string openblas_config() { return g_config ? g_config() : "unknown"; }
 void openblas_kernel(float *const *buffers, const volatile int32_t *) {
     const Shape s = reference_shape();
     const int M = int(s.m), N = int(s.n), K = int(s.k);
+    if (M == 1) {  // C[1,n] = A[1,k] B[k,n] is y = B^T x: what a user calls for a GEMV
+        g_sgemv(RowMajor, Trans, K, N, 1.0f, buffers[1], N, buffers[0], 1, 0.0f, buffers[3], 1);
+        return;
+    }
     g_sgemm(RowMajor, NoTrans, NoTrans, M, N, K, 1.0f, buffers[0], K, buffers[1], N, 0.0f,
             buffers[3], N);
 }

@@ -1,7 +1,12 @@
 // What a user could run instead of a looptune schedule, with the JIT's kernel signature
 // (KernelFn) and the buffers of make_matmul (A, B, T, C; C is the output, T is unused):
 //  - the naive i-k-j loop nest compiled by g++ -O3 -march=native (naive_ikj.cpp);
-//  - OpenBLAS sgemm, loaded at run time so its CPU kernels can be chosen first (openblas.cpp).
+//  - OpenBLAS sgemm, loaded at run time so its CPU kernels can be chosen first (openblas.cpp);
+//  - oneDNN's sgemm (dnnl_sgemm, oneDNN 2.6 from Debian), the reference from issue 14 on,
+//    loaded the same way so that it runs on one thread (onednn.cpp).
+// For M = 1 (a decode-time GEMV) each library gets the call a user would make: OpenBLAS's
+// cblas_sgemv (its sgemm in Debian's 0.3.21 does not forward to gemv), oneDNN's dnnl_sgemm
+// (whose driver dispatches M = 1 to its gemv kernels itself).
 // KernelFn is a plain function pointer, so the shape travels in a global set by
 // set_reference_shape(); the benchmarks run one kernel at a time on one thread.
 #pragma once
@@ -30,7 +35,16 @@ void load_openblas(const std::string &coretype = "SkylakeX");
 std::string openblas_core();
 std::string openblas_config();
 
-/// cblas_sgemm(RowMajor, NoTrans, NoTrans, m, n, k, 1, A, k, B, n, 0, C, n).
+/// cblas_sgemm(RowMajor, NoTrans, NoTrans, m, n, k, 1, A, k, B, n, 0, C, n); for m = 1,
+/// cblas_sgemv(RowMajor, Trans, k, n, 1, B, n, A, 1, 0, C, 1).
 void openblas_kernel(float *const *buffers, const volatile int32_t *cancel);
+
+/// Loads libdnnl.so.2 with OMP_NUM_THREADS=1 and sets one OpenMP thread; throws
+/// looptool::Error if the library or dnnl_sgemm cannot be found.
+void load_onednn();
+/// "oneDNN 2.6.x (OpenMP runtime, 1 OpenMP threads)".
+std::string onednn_version();
+/// dnnl_sgemm('N', 'N', m, n, k, 1, A, k, B, n, 0, C, n), row-major.
+void onednn_kernel(float *const *buffers, const volatile int32_t *cancel);
 
 }  // namespace looptune::bench

@@ -84,15 +84,15 @@ Run add_compare(CLI::App &app) {
                 j.push_back({{"method", s.method}, {"benchmarks", s.benchmarks}, {"failed", s.failed},
                              {"mean_gflops", s.mean_gflops}, {"geomean_gflops", s.geomean_gflops},
                              {"geomean_speedup", s.geomean_speedup}, {"geomean_vs_openblas", s.geomean_vs_openblas},
-                             {"mean_seconds", s.mean_seconds}});
+                             {"geomean_vs_onednn", s.geomean_vs_onednn}, {"mean_seconds", s.mean_seconds}});
             print_json({{"out", o->c.out_dir}, {"rows", rows.size()}, {"methods", j}, {"failed", failed}});
         } else {
-            fmt::print("{:<10} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "method", "n", "failed", "mean GF",
-                       "geomean GF", "speedup", "vs BLAS", "mean s");
+            fmt::print("{:<10} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}\n", "method", "n", "failed",
+                       "mean GF", "geomean GF", "speedup", "vs BLAS", "vs oneDNN", "mean s");
             for (const auto &s : sums)
-                fmt::print("{:<10} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>9.2f}\n", s.method,
-                           s.benchmarks, s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
-                           s.geomean_vs_openblas, s.mean_seconds);
+                fmt::print("{:<10} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>8.2f}x {:>8.2f}x {:>8.2f}x {:>9.2f}\n",
+                           s.method, s.benchmarks, s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                           s.geomean_vs_openblas, s.geomean_vs_onednn, s.mean_seconds);
             if (rows.empty()) fmt::print("no benchmarks to compare; nothing written\n");
             else fmt::print("results in {}/results.csv, summary.md, plots/\n", o->c.out_dir);
         }

@@ -40,6 +40,8 @@ bool is_benchmark_file(const fs::directory_entry &e) {
     std::string name = e.path().filename().string();
     if (name.empty() || name[0] == '.') return false;
     if (name.find(".tmp.") != std::string::npos) return false;  // an unfinished atomic write
+    // Documentation kept beside the benchmarks (datasets/models/SOURCES.md).
+    if (name.size() > 3 && name.ends_with(".md")) return false;
     std::error_code ec;
     return e.is_regular_file(ec);
 }

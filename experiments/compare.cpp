@@ -14,6 +14,7 @@
 #include "env/environment.h"
 #include "experiments/plot.h"
 #include "looptool/error.h"
+#include "looptool/interpreter.h"
 #include "looptool/measure.h"
 #include "looptool/text_format.h"
 
@@ -26,6 +27,7 @@ std::vector<std::string> default_compare_methods() {
     std::vector<std::string> m = {"base"};
     for (const auto &a : search_algorithms()) m.push_back(a);
     m.push_back("openblas");
+    m.push_back("onednn");
     return m;
 }
 
@@ -102,6 +104,24 @@ void write_rows(const std::string &path, const std::vector<CompareRow> &rows) {
     write_file_atomically(path, s);
 }
 
+bool is_library(const std::string &method) { return method == "openblas" || method == "onednn"; }
+
+/// One call of a library kernel on fresh buffers, checked against the reference interpreter,
+/// then the full measurement protocol on the same buffers.
+double measure_library(const std::string &bench, const std::string &method, KernelFn fn,
+                       const Computation &c) {
+    Buffers b = make_buffers(c, 1);
+    const Reference want = compute_reference(c, b);
+    int32_t cancel = 0;
+    std::vector<float *> ptrs = b.pointers();
+    fn(ptrs.data(), &cancel);
+    Comparison cmp = compare_outputs(c, want, b);
+    if (!cmp.ok)
+        throw Error(fmt::format("{} {}: the library's result differs from the reference: {}", bench,
+                                method, cmp.first_mismatch));
+    return measure_kernel(fn, c, b).median_gflops;
+}
+
 bool is_matmul(const Computation &c) {
     if (c.tensors.size() != 4 || c.vars.size() != 3) return false;
     return c == make_matmul(c.vars[0].extent, c.vars[2].extent, c.vars[1].extent, c.name);
@@ -125,13 +145,15 @@ std::string format_duration(double s) {
 
 std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
                                      const std::vector<std::string> &methods) {
-    std::map<std::string, double> blas;
-    for (const auto &r : rows)
+    std::map<std::string, double> blas, dnnl;
+    for (const auto &r : rows) {
         if (r.method == "openblas") blas[r.benchmark] = r.gflops;
+        if (r.method == "onednn") dnnl[r.benchmark] = r.gflops;
+    }
     std::vector<MethodSummary> out;
     for (const auto &m : methods) {
         MethodSummary s{m};
-        std::vector<double> g, sp, vs;
+        std::vector<double> g, sp, vs, vd;
         double sec = 0;
         for (const auto &r : rows) {
             if (r.method != m) continue;
@@ -145,6 +167,8 @@ std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
             sec += r.seconds;
             if (auto it = blas.find(r.benchmark); it != blas.end() && it->second > 0)
                 vs.push_back(r.gflops / it->second);
+            if (auto it = dnnl.find(r.benchmark); it != dnnl.end() && it->second > 0)
+                vd.push_back(r.gflops / it->second);
         }
         if (s.benchmarks == 0 && s.failed == 0) continue;
         for (double x : g) s.mean_gflops += x / double(g.size());
@@ -152,6 +176,7 @@ std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
         s.geomean_speedup = geomean(sp);
         s.mean_seconds = s.benchmarks ? sec / double(s.benchmarks) : 0;
         s.geomean_vs_openblas = vs.size() == g.size() ? geomean(vs) : 0;
+        s.geomean_vs_onednn = vd.size() == g.size() ? geomean(vd) : 0;
         out.push_back(s);
     }
     return out;
@@ -168,12 +193,12 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
                       c.dataset_dir, c.split == Split::Test ? "test" : c.split == Split::Train ? "train" : "all",
                       c.space, c.max_steps, c.budget_s, c.seed, peak);
     md += "| method | benchmarks | failed | mean GFLOPS | geomean GFLOPS | geomean speedup over base | "
-          "geomean vs OpenBLAS | mean tuning s |\n|---|---|---|---|---|---|---|---|\n";
+          "geomean vs OpenBLAS | geomean vs oneDNN | mean tuning s |\n|---|---|---|---|---|---|---|---|---|\n";
+    auto ratio = [](double x) { return x > 0 ? fmt::format("{:.2f}x", x) : std::string("-"); };
     for (const auto &s : sums)
-        md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {:.2f} |\n", s.method, s.benchmarks,
-                          s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
-                          s.geomean_vs_openblas > 0 ? fmt::format("{:.2f}x", s.geomean_vs_openblas) : "-",
-                          s.mean_seconds);
+        md += fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} | {} | {:.2f} |\n", s.method,
+                          s.benchmarks, s.failed, s.mean_gflops, s.geomean_gflops, s.geomean_speedup,
+                          ratio(s.geomean_vs_openblas), ratio(s.geomean_vs_onednn), s.mean_seconds);
     std::string failed;
     for (const auto &r : rows)
         if (r.failed()) {
@@ -184,6 +209,9 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
     if (!failed.empty())
         md += "\n## Failed\n\nNot in the means above; a resumed run tries them again.\n\n"
               "| benchmark | method | error |\n|---|---|---|\n" + failed;
+    md += "\nOpenBLAS is cblas_sgemm (cblas_sgemv for M = 1), oneDNN is dnnl_sgemm (its own gemv path "
+          "for M = 1); both on one thread, on the same buffers, each result checked against the "
+          "reference interpreter.\n";
     md += "\nPer benchmark: `results.csv`; plots: `plots/gflops.png`, `plots/tuning_time.png`, "
           "`plots/steps/<benchmark>.png`.\n";
     write_file_atomically((fs::path(c.out_dir) / "summary.md").string(), md);
@@ -208,7 +236,7 @@ void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
             t.y.push_back(value(b, m, [](const CompareRow &r) { return r.seconds; }));
         }
         gflops.push_back(g);
-        if (m != "base" && m != "openblas") seconds.push_back(t);
+        if (m != "base" && !is_library(m)) seconds.push_back(t);
     }
     plot_bars((fs::path(c.out_dir) / "plots" / "gflops.png").string(),
               {"GFLOPS per benchmark and method", "benchmark", "GFLOPS", false, 1600, 700}, benches, gflops);
@@ -223,8 +251,8 @@ void write_plots(const CompareConfig &c, const std::vector<CompareRow> &rows) {
             if (r.benchmark == b) longest = std::max(longest, r.step_gflops.size());
         for (const auto &r : rows) {
             if (r.benchmark != b) continue;
-            if (r.method == "openblas") {  // the hand-tuned library as a flat reference line
-                curves.push_back({"openblas", {0.0, double(longest - 1)}, {r.gflops, r.gflops}});
+            if (is_library(r.method)) {  // a hand-tuned library as a flat reference line
+                curves.push_back({r.method, {0.0, double(longest - 1)}, {r.gflops, r.gflops}});
                 continue;
             }
             if (r.step_gflops.empty()) continue;
@@ -253,11 +281,12 @@ void measure_row(const CompareConfig &c, Environment &judge, const Program &naiv
     // so the binary's handling of a failing benchmark is tested without a broken kernel.
     if (const char *fail = std::getenv("LOOPTUNE_TEST_FAIL_ROW"); fail && row.benchmark + "/" + m == fail)
         throw Error(fmt::format("LOOPTUNE_TEST_FAIL_ROW={}: failed on purpose", fail));
-    if (m == "openblas") {
-        Buffers b = make_buffers(*naive.comp, 1);
+    if (is_library(m)) {
         bench::set_reference_shape({naive.comp->vars[0].extent, naive.comp->vars[2].extent,
                                     naive.comp->vars[1].extent});
-        row.gflops = measure_kernel(bench::openblas_kernel, *naive.comp, b).median_gflops;
+        row.gflops = measure_library(row.benchmark, m,
+                                     m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel,
+                                     *naive.comp);
         return;
     }
     std::vector<Action> actions;
@@ -331,6 +360,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
     if (c.limit > 0 && size_t(c.limit) < files.size()) files.resize(size_t(c.limit));
     const bool want_blas = std::find(c.methods.begin(), c.methods.end(), "openblas") != c.methods.end();
     if (want_blas) bench::load_openblas("SkylakeX");
+    if (std::find(c.methods.begin(), c.methods.end(), "onednn") != c.methods.end()) bench::load_onednn();
 
     const std::string results_path = (fs::path(c.out_dir) / "results.csv").string();
     std::vector<CompareRow> rows = read_rows(results_path);
@@ -374,7 +404,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
             row.method = m;
             try {
                 if (!load_error.empty()) throw Error(load_error);
-                if (m == "openblas" && !is_matmul(*naive.comp)) continue;
+                if (is_library(m) && !is_matmul(*naive.comp)) continue;
                 if (!judged) {
                     judge.reset(naive);
                     judged = true;

@@ -25,7 +25,7 @@ using TuneMethod = std::function<std::vector<looptool::Action>(Environment &env,
 struct CompareConfig {
     std::string dataset_dir;
     Split split = Split::Test;
-    /// base, greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, genetic, openblas,
+    /// base, greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, genetic, tile, openblas, onednn,
     /// and any name in `extra_methods`.
     std::vector<std::string> methods;
     double budget_s = 60;       ///< per benchmark and search method
@@ -51,7 +51,7 @@ struct CompareRow {
     double gflops = 0;            ///< final schedule, full measurement protocol
     double fraction_of_peak = 0;
     double speedup = 0;           ///< over the naive nest, measured in the same run
-    double seconds = 0;           ///< tuning time (0 for base and openblas)
+    double seconds = 0;           ///< tuning time (0 for base and the libraries)
     int64_t schedules = 0;        ///< distinct schedules measured while tuning
     std::string actions;          ///< space-separated
     std::vector<double> step_gflops;  ///< GFLOPS after each action of the sequence
@@ -68,6 +68,7 @@ struct MethodSummary {
     int failed = 0;               ///< failed rows
     double mean_gflops = 0, geomean_gflops = 0, geomean_speedup = 0, mean_seconds = 0;
     double geomean_vs_openblas = 0;  ///< 0 when openblas was not run
+    double geomean_vs_onednn = 0;    ///< 0 when onednn was not run
 };
 
 std::vector<std::string> default_compare_methods();

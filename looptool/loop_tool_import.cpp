@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "looptool/error.h"
+#include "looptool/loop_tool_view.h"
 
 namespace looptool {
 
@@ -24,6 +28,7 @@ struct LtNode {
     std::vector<int> inputs, vars;
     std::vector<LtLoop> order;
     std::vector<std::string> loop_annotations;
+    std::string constraints, symbols;  // view nodes only
     int line = 0;
 };
 
@@ -177,6 +182,8 @@ private:
         if (n.op < 0 || n.op > 17) fail(lineno, fmt::format("unknown op code {}", n.op));
         n.inputs = int_list(f[2], lineno, "input id");
         n.vars = int_list(f[3], lineno, "variable id");
+        n.constraints = f[4];
+        n.symbols = f[5];
         for (const auto &item : split(f[7], ',')) {
             if (item.empty()) continue;
             auto parts = split(item, ';');
@@ -195,8 +202,7 @@ private:
     Program build() {
         std::string name = std::filesystem::path(source_).filename().string();
         for (const auto &n : nodes_)
-            if (n.op == kView)
-                fail(0, "unsupported: view nodes (conv2d) cannot be imported yet");
+            if (n.op == kView) return build_conv(name);
         // Supported graph: the matmul as LoopTune writes it:
         //   a = read; b = read; p = multiply(a, b) over m,k,n; s = add(p) over m,n; write(s).
         if (nodes_.size() != 5 || nodes_[0].op != kRead || nodes_[1].op != kRead ||
@@ -216,48 +222,170 @@ private:
         if (mul.order.empty() || wr.order.empty())
             fail(mul.order.empty() ? mul.line : wr.line, "node has no loop order");
         // Our matmul declares vars m, k, n (ids 0, 1, 2).
-        auto our_var = [&](int fv, int line) {
-            if (fv == fm) return 0;
-            if (fv == fk) return 1;
-            if (fv == fn) return 2;
-            fail(line, fmt::format("loop over unexpected variable {}", var_names_[size_t(fv)]));
-        };
-        auto to_nest = [&](const LtNode &node, int stmt) {
-            Nest nest;
-            nest.stmts = {stmt};
-            for (size_t i = 0; i < node.order.size(); ++i) {
-                Loop l{our_var(node.order[i].var, node.line), node.order[i].size, node.order[i].tail};
-                if (i < node.loop_annotations.size()) {
-                    const auto &an = node.loop_annotations[i];
-                    if (an == "unroll") l.unroll = true;
-                    else if (an == "vectorize") l.vectorize = true;
-                    else if (!an.empty())
-                        fail(node.line, fmt::format("unsupported loop annotation '{}'", an));
-                }
-                nest.loops.push_back(l);
-            }
-            return nest;
-        };
-        Nest compute = to_nest(mul, 0), write = to_nest(wr, 1);
-        if (!add.order.empty() && to_nest(add, 0).loops != compute.loops)
+        const std::vector<int> ours = {fm, fk, fn};
+        Nest compute = to_nest(mul, 0, ours), write = to_nest(wr, 1, ours);
+        if (!add.order.empty() && to_nest(add, 0, ours).loops != compute.loops)
             fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
-        // Bound the coverages innermost first so that none overflows int64.
-        for (size_t d = compute.loops.size(); d-- > 0;)
-            if (coverage(compute, int(d)) > kMaxExtent)
-                fail(mul.line, fmt::format("loop {} covers more than {} elements", d, kMaxExtent));
-        // Extents: coverage of the outermost loop of each var.
-        int64_t ext[3] = {0, 0, 0};
-        for (size_t d = 0; d < compute.loops.size(); ++d) {
-            int v = compute.loops[d].var;
-            if (ext[v] == 0) ext[v] = coverage(compute, int(d));
-        }
-        for (int v = 0; v < 3; ++v)
-            if (ext[v] == 0)
-                fail(mul.line, fmt::format("the multiply does not loop over {}",
-                                           v == 0 ? "m" : v == 1 ? "k" : "n"));
+        auto ext = extents(mul, compute, ours);
         Program p;
         try {
             p.comp = std::make_shared<Computation>(make_matmul(ext[0], ext[2], ext[1], name));
+            p.tree.nests = {compute, write};
+            validate_loop_tree(*p.comp, p.tree);
+        } catch (const Error &e) {
+            fail(0, e.what());
+        }
+        p.cursor = 0;
+        return p;
+    }
+
+    /// A node's loop order as our nest, `ours[i]` being the loop_tool variable of our var i.
+    Nest to_nest(const LtNode &node, int stmt, const std::vector<int> &ours) const {
+        Nest nest;
+        nest.stmts = {stmt};
+        for (size_t i = 0; i < node.order.size(); ++i) {
+            auto it = std::find(ours.begin(), ours.end(), node.order[i].var);
+            if (it == ours.end())
+                fail(node.line, fmt::format("loop over unexpected variable {}", var_names_[size_t(node.order[i].var)]));
+            Loop l{int(it - ours.begin()), node.order[i].size, node.order[i].tail};
+            if (i < node.loop_annotations.size()) {
+                const auto &an = node.loop_annotations[i];
+                if (an == "unroll") l.unroll = true;
+                else if (an == "vectorize") l.vectorize = true;
+                else if (!an.empty())
+                    fail(node.line, fmt::format("unsupported loop annotation '{}'", an));
+            }
+            nest.loops.push_back(l);
+        }
+        return nest;
+    }
+
+    /// Each of our vars' extent: the coverage of its outermost loop in `compute`.
+    std::vector<int64_t> extents(const LtNode &node, const Nest &compute, const std::vector<int> &ours) const {
+        if (compute.loops.empty()) fail(node.line, "node has no loop order");
+        // Bound the coverages innermost first so that none overflows int64.
+        for (size_t d = compute.loops.size(); d-- > 0;)
+            if (coverage(compute, int(d)) > kMaxExtent)
+                fail(node.line, fmt::format("loop {} covers more than {} elements", d, kMaxExtent));
+        std::vector<int64_t> ext(ours.size(), 0);
+        for (size_t d = 0; d < compute.loops.size(); ++d) {
+            int v = compute.loops[d].var;
+            if (ext[size_t(v)] == 0) ext[size_t(v)] = coverage(compute, int(d));
+        }
+        for (size_t v = 0; v < ours.size(); ++v)
+            if (ext[v] == 0)
+                fail(node.line, fmt::format("the computation does not loop over {}", var_names_[size_t(ours[v])]));
+        return ext;
+    }
+
+    /// LoopTune's conv2d: x = read; v = view(x); w = read; p = multiply(v, w); s = add(p);
+    /// write(s). The view's constraints give X's indices as affine forms of the multiply's
+    /// variables (`h = ho + kh`); our vars are the multiply's, in its order.
+    Program build_conv(const std::string &name) {
+        if (nodes_.size() != 6 || nodes_[0].op != kRead || nodes_[1].op != kView || nodes_[2].op != kRead ||
+            nodes_[3].op != kMul || nodes_[4].op != kAdd || nodes_[5].op != kWrite)
+            fail(0, "unsupported: a graph with a view node must be LoopTune's conv2d (read, view, read, "
+                    "multiply, add, write)");
+        const LtNode &x = nodes_[0], &view = nodes_[1], &w = nodes_[2], &mul = nodes_[3], &add = nodes_[4],
+                     &wr = nodes_[5];
+        if (view.inputs != std::vector<int>{0} || mul.inputs != std::vector<int>{1, 2} ||
+            add.inputs != std::vector<int>{3} || wr.inputs != std::vector<int>{4} || wr.vars != add.vars ||
+            inputs_ != std::vector<int>{0, 2} || outputs_ != std::vector<int>{5})
+            fail(0, "unsupported: the graph is not a conv2d Y = sum view(X) * W");
+        const std::vector<int> &ours = mul.vars;
+        // Our text format names variables with identifiers; so must an import, to round-trip.
+        for (int v : ours) {
+            const std::string &vn = var_names_[size_t(v)];
+            if (vn.empty() || std::isdigit((unsigned char)vn[0]) ||
+                !std::all_of(vn.begin(), vn.end(), [](char ch) { return std::isalnum((unsigned char)ch) || ch == '_'; }))
+                fail(0, fmt::format("variable name '{}' is not an identifier", vn));
+        }
+        for (size_t i = 0; i < ours.size(); ++i)
+            for (size_t j = 0; j < i; ++j)
+                if (var_names_[size_t(ours[i])] == var_names_[size_t(ours[j])])
+                    fail(0, fmt::format("two variables of the multiply are both named '{}'", var_names_[size_t(ours[i])]));
+        auto has = [](const std::vector<int> &v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+        for (int v : view.vars)
+            if (!has(ours, v)) fail(view.line, "unsupported: the view has a variable the multiply lacks");
+        for (const auto *n : {&w, &add})
+            for (int v : n->vars)
+                if (!has(ours, v)) fail(n->line, "unsupported: a variable the multiply lacks");
+        ViewConstraints vc;
+        try {
+            vc = parse_view_constraints(view.constraints, view.symbols,
+                                        fmt::format("{}:{}", source_, view.line));
+        } catch (const Error &e) {
+            fail(0, e.what());
+        }
+        if (mul.order.empty() || wr.order.empty())
+            fail(mul.order.empty() ? mul.line : wr.line, "node has no loop order");
+        Nest compute = to_nest(mul, 0, ours), write = to_nest(wr, 1, ours);
+        if (!add.order.empty() && to_nest(add, 0, ours).loops != compute.loops)
+            fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
+        const std::vector<int64_t> ext = extents(mul, compute, ours);
+        auto our_index = [&](int lt_var) { return int(std::find(ours.begin(), ours.end(), lt_var) - ours.begin()); };
+        auto direct = [&](const std::vector<int> &vars) {
+            std::vector<Affine> index;
+            for (int v : vars) index.push_back(Affine::of_var(our_index(v)));
+            return index;
+        };
+        auto shape_of = [&](const std::vector<int> &vars) {
+            std::vector<int64_t> shape;
+            for (int v : vars) shape.push_back(ext[size_t(our_index(v))]);
+            return shape;
+        };
+        // X's index in each dimension: the variable itself, or its definition over the view's.
+        Access xa{0, {}};
+        std::vector<int64_t> x_shape;
+        for (int v : x.vars) {
+            Affine a;
+            if (has(view.vars, v)) {
+                a = Affine::of_var(v);
+            } else if (auto d = vc.definition_over(v, view.vars)) {
+                a = *d;
+            } else {
+                fail(view.line, fmt::format("the view does not define {} in terms of its variables",
+                                            var_names_[size_t(v)]));
+            }
+            // Largest index reached (coefficients may be negative), so the size it needs.
+            int64_t hi = a.offset, lo = a.offset;
+            if (std::abs(a.offset) > kMaxExtent)
+                fail(view.line, fmt::format("the view's offset {} is out of range", a.offset));
+            for (auto &t : a.terms) {
+                if (t.coef == 0 || std::abs(t.coef) > kMaxExtent)
+                    fail(view.line, fmt::format("the view's coefficient {} is out of range", t.coef));
+                const int64_t span = t.coef * (ext[size_t(our_index(t.var))] - 1);
+                (span > 0 ? hi : lo) += span;
+                t.var = our_index(t.var);
+            }
+            if (lo < 0) fail(view.line, fmt::format("the view reads {} below 0", var_names_[size_t(v)]));
+            int64_t size = hi + 1;
+            if (auto it = vc.sizes.find(v); it != vc.sizes.end()) {
+                if (it->second < size)
+                    fail(view.line, fmt::format("the view reads {} up to {}, beyond its size {}",
+                                                var_names_[size_t(v)], hi, it->second));
+                size = it->second;
+            }
+            // Terms in variable order, as our own constructors write them (make_conv2d).
+            std::sort(a.terms.begin(), a.terms.end(),
+                      [](const Affine::Term &x, const Affine::Term &y) { return x.var < y.var; });
+            xa.index.push_back(a);
+            x_shape.push_back(size);
+        }
+        Program p;
+        try {
+            auto c = std::make_shared<Computation>();
+            c->name = name;
+            for (size_t i = 0; i < ours.size(); ++i) c->vars.push_back({var_names_[size_t(ours[i])], ext[i]});
+            c->tensors = {{"X", x_shape, TensorKind::Input},
+                          {"W", shape_of(w.vars), TensorKind::Input},
+                          {"T", shape_of(add.vars), TensorKind::Temp},
+                          {"Y", shape_of(wr.vars), TensorKind::Output}};
+            Access wa{1, direct(w.vars)}, ta{2, direct(add.vars)}, ya{3, direct(wr.vars)};
+            c->stmts.push_back({ta, ReduceKind::Sum, Expr::binary(OpKind::Mul, Expr::read(xa), Expr::read(wa))});
+            c->stmts.push_back({ya, ReduceKind::None, Expr::read(ta)});
+            c->validate();
+            p.comp = c;
             p.tree.nests = {compute, write};
             validate_loop_tree(*p.comp, p.tree);
         } catch (const Error &e) {

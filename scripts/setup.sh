@@ -20,7 +20,7 @@ export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}"
 PACKAGES=(
   cmake g++ ninja-build lld ccache
   llvm-19-dev libzstd-dev libtorch-dev
-  libopenblas0 libopenblas-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libopenblas0 libopenblas-dev libdnnl-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
   libopenmpi-dev openmpi-bin
   slurm-wlm munge libpmix-dev

@@ -98,9 +98,16 @@ TEST(Cli, MalformedTruncatedAndUnsupportedLoopToolFiles) {
     expect_clean_failure(dir, "read --no-measure --bench mm_bad --actions down", {"mm_bad:6"});
     write(dir, "mm_trunc", good.substr(0, good.find("n:5:")));
     expect_clean_failure(dir, "read --no-measure --bench mm_trunc --actions down", {"mm_trunc", "truncated"});
-    const fs::path conv = kCorpus / "conv" / "conv1_128_56_56__1_128_3_3";
-    expect_clean_failure(dir, "read --no-measure --bench '" + conv.string() + "' --actions down",
-                         {conv.string(), "unsupported"});
+    // LoopTune's conv files import (view nodes become affine accesses) and verify.
+    const fs::path conv = kCorpus / "conv" / "conv1_32_56_56__1_32_3_3";
+    RunResult r = run_cli(dir, "read --no-measure --bench '" + conv.string() + "' --actions down,split_8");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("matches the reference"), std::string::npos) << r.out;
+    std::string view = slurp(conv);
+    view.replace(view.find("5|f|"), 4, "6|f|");  // h = ho * kh (say) is not affine
+    write(dir, "conv_product", view);
+    expect_clean_failure(dir, "read --no-measure --bench conv_product --actions down",
+                         {"conv_product", "unsupported view constraint function 6"});
 }
 
 // 20,000 nested `neg(` (40 KB) crashed read and validate with SIGSEGV.
@@ -146,6 +153,16 @@ TEST(Cli, NonPositiveAndAbsurdSizes) {
     write(dir, "afile", "keep");
     expect_clean_failure(dir, "generate --dimA 4,4 --dimB 4,4 --out afile", {"afile"});
     EXPECT_EQ(slurp(dir.path / "afile"), "keep");
+    // The random-shape spec: needs no ranges, refuses what it cannot draw, and writes nothing then.
+    expect_clean_failure(dir, "generate --random 0 --out rnd", {"count 0"});
+    expect_clean_failure(dir, "generate --random 10 --max-macs 100 --out rnd", {"--max-macs 100"});
+    expect_clean_failure(dir, "generate --random 3 --dimA 4,4 --dimB 4,4 --out rnd", {"excludes"});
+    expect_clean_failure(dir, "generate --out rnd", {"--dimA", "--random"});
+    EXPECT_FALSE(fs::exists(dir.path / "rnd"));
+    RunResult r = run_cli(dir, "generate --random 12 --seed 5 --json --out rnd");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\"count\": 12"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skinny"), std::string::npos) << r.out;
     // Our format with a tensor above 2^31 elements, a zero and a negative extent.
     std::string good = serialize(tests::matmul_program(4, 4, 4));
     auto with = [&](const std::string &from, const std::string &to) {

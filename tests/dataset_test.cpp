@@ -119,10 +119,11 @@ TEST(Dataset, ForcedNamesMatchWithOrWithoutExtension) {
     EXPECT_TRUE(none.test.empty());
 }
 
-TEST(Dataset, SkipsHiddenTemporaryAndNonRegularEntries) {
+TEST(Dataset, SkipsHiddenTemporaryDocumentationAndNonRegularEntries) {
     TempDir dir;
     dir.touch("mm64_64_64");
     dir.touch(".hidden");
+    dir.touch("SOURCES.md");
     dir.touch("mm64_64_80.tmp.1234");
     fs::create_directory(dir.path() / "subdir");
     Dataset d = Dataset::load(dir.str(), 0, 0.0, {});

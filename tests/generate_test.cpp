@@ -109,3 +109,31 @@ TEST(Generate, DatasetFilesLoadAsNaiveMatmuls) {
     write_file_atomically(dir / "plain", "x");
     EXPECT_THROW(write_matmul_dataset(shapes, dir / "plain"), Error);
 }
+
+TEST(Generate, ConvRangesRemakeLoopTunesEightyOneConvBenchmarks) {
+    // Square images (no W range), as LoopTune generated its corpus.
+    auto shapes = conv_shapes("1|32|64,32|64|128,56|112|256", "1|32|64,32|64|128,3,3");
+    ASSERT_EQ(shapes.size(), 81u);
+    std::set<std::string> corpus;
+    for (const auto &e : fs::directory_iterator(fs::path(LOOPTUNE_CORPUS_DIR) / "conv"))
+        corpus.insert(e.path().filename().string());
+    std::set<std::string> names;
+    for (const auto &s : shapes) names.insert(s.name());
+    EXPECT_EQ(names, corpus);
+    // Each generated file is the same program as the corpus file imported (conv1_32_56_56 and
+    // the first few: writing all 81 naive programs is cheap, loading them is too).
+    tests::TempDir dir("generate_conv");
+    std::vector<ConvShape> some(shapes.begin(), shapes.begin() + 6);
+    auto paths = write_conv_dataset(some, dir / "conv");
+    for (size_t i = 0; i < some.size(); ++i) {
+        Program ours = load_program_file(paths[i]);
+        Program theirs = load_program_file((fs::path(LOOPTUNE_CORPUS_DIR) / "conv" / some[i].name()).string());
+        EXPECT_TRUE(ours.same_as(theirs)) << some[i].name();
+    }
+    // A W range gives every (h, w) pair; a kernel larger than the image is an error.
+    EXPECT_EQ(conv_shapes("1,3,8,9|10", "4,3,3,3").size(), 2u);
+    EXPECT_EQ(conv_shapes("1,3,8,9|10", "4,3,3,3")[0].name(), "conv1_3_8_10__4_3_3_3");
+    EXPECT_THROW(conv_shapes("1,3,2", "4,3,3,3"), Error);
+    EXPECT_THROW(conv_shapes("1,3,8", "4,5,3,3"), Error);   // C ranges differ
+    EXPECT_THROW(conv_shapes("1,3", "4,3,3,3"), Error);     // too few input dims
+}
