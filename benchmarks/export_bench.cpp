@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "agents/tile_schedules.h"
+#include "looptool/verify.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
 #include "looptool/export.h"
@@ -78,8 +79,8 @@ int main(int argc, char **argv) {
             void *sym = dlsym(lib, k.name.c_str());
             KernelFn jfn = jit->compile(cs.program).fn;
 
-            Buffers b = make_buffers(c, 1), want = make_buffers(c, 1);
-            run_reference(c, want);
+            Buffers b = make_buffers(c, 1);
+            const Reference want = compute_reference(c, b);
             std::vector<float *> ptrs = b.pointers(), args;
             for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
                 for (size_t t = 0; t < c.tensors.size(); ++t)

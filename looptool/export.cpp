@@ -26,6 +26,7 @@
 #include <fstream>
 
 #include "looptool/error.h"
+#include "looptool/lower_internal.h"
 #include "looptool/optimize.h"
 #include "looptool/text_format.h"
 

@@ -13,6 +13,7 @@
 #include "looptool/error.h"
 #include "looptool/interpreter.h"
 #include "looptool/text_format.h"
+#include "looptool/verify.h"
 
 namespace looptool {
 
@@ -46,8 +47,8 @@ Computation random_computation(std::mt19937_64 &rng, int64_t max_volume) {
 // so an element the kernel does not write, or a temporary it does not zero, is a mismatch.
 Comparison verify_kernel(const Program &p, Jit &jit, uint64_t seed) {
     const Computation &c = *p.comp;
-    Buffers want = make_buffers(c, seed), got = want;
-    run_reference(c, want);
+    Buffers got = make_buffers(c, seed);
+    const Reference want = compute_reference(c, got);
     for (size_t t = 0; t < c.tensors.size(); ++t)
         if (c.tensors[t].kind != TensorKind::Input)
             std::fill(got.data[t].begin(), got.data[t].end(), std::numeric_limits<float>::quiet_NaN());

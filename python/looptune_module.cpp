@@ -16,6 +16,7 @@
 #include "env/environment.h"
 #include "env/graph_observation.h"
 #include "env/observations.h"
+#include "looptool/verify.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
 #include "looptool/export.h"
@@ -225,8 +226,8 @@ PYBIND11_MODULE(_core, m) {
                 py::gil_scoped_release release;
                 r = c.env().verify(c.env().program(), tolerance);
             }
-            return py::make_tuple(r.ok, r.max_rel_error);
-        }, py::arg("tolerance") = 1e-4);
+            return py::make_tuple(r.ok, r.max_error_ratio);
+        }, py::arg("tolerance") = 1.0);
 
     m.def("tune", [](const std::string &benchmark, std::optional<std::string> policy, std::optional<std::string> store) {
         py::gil_scoped_release release;
@@ -260,7 +261,7 @@ PYBIND11_MODULE(_core, m) {
         d["program"] = serialize(p);
         if (check) {
             d["verified"] = check->ok;
-            d["max_rel_error"] = check->max_rel_error;
+            d["max_error_ratio"] = check->max_error_ratio;
         }
         return d;
     }, py::arg("benchmark"), py::arg("actions") = py::none(), py::arg("schedule") = py::none(),

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "looptool/error.h"
+#include "looptool/verify.h"
 #include "looptool/interpreter.h"
 #include "looptool/text_format.h"
 #include "test_util.h"
@@ -77,7 +78,7 @@ Comparison run_exported_from_c(const Program &p, const TempDir &dir, const Expor
     Buffers want = make_buffers(c, 7);
     for (size_t t = 0; t < c.tensors.size(); ++t)
         if (c.tensors[t].kind == TensorKind::Input) write_floats(dir / ("IN_" + c.tensors[t].name + ".bin"), want.data[t]);
-    run_reference(c, want);
+    const Reference ref = compute_reference(c, want);
     tests::write(dir, "main.c", c_driver(c, k.name));
     const std::string d = dir.path.string();
     EXPECT_EQ(sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o -lm", d, k.name)), 0);
@@ -89,7 +90,7 @@ Comparison run_exported_from_c(const Program &p, const TempDir &dir, const Expor
             EXPECT_EQ(bytes.size(), got.data[t].size() * 4) << c.tensors[t].name;
             std::memcpy(got.data[t].data(), bytes.data(), std::min(bytes.size(), got.data[t].size() * 4));
         }
-    return compare_outputs(c, want, got);
+    return compare_outputs(c, ref, got);
 }
 
 Program with_actions(Program p, const std::string &actions) {

@@ -94,8 +94,8 @@ class LoopToolEnv(_EnvBase):
     def history(self):
         return self._core.history()
 
-    def verify(self, tolerance=1e-4):
-        """Runs the current kernel and compares it with the reference interpreter: (ok, max_rel_error)."""
+    def verify(self, tolerance=1.0):
+        """Runs the current kernel and compares it with the double-precision reference: (ok, max_error_ratio), the largest error as a fraction of its forward error bound times `tolerance` (docs/measurement.md)."""
         return self._core.verify(tolerance)
 
 
