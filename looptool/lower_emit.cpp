@@ -88,7 +88,19 @@ private:
         return w == 1 ? f32_ : static_cast<Type *>(llvm::FixedVectorType::get(f32_, unsigned(w)));
     }
     int64_t static_offset(int slot, const State &st) const;
-    Value *addr(int slot, const State &st, int64_t extra, llvm::Align *align);
+    Value *addr(int slot, const State &st, int64_t extra);
+    llvm::Align align_at(int slot, const State &st, int64_t extra) const;
+    // One scalar or vector access at `extra` elements past the slot's pointer. The address and
+    // its alignment are computed before the instruction is built: passing a stale alignment
+    // (an argument evaluated before addr() set it) gave later lanes their neighbour's
+    // alignment, and the SLP vectorizer then emitted an aligned store to an unaligned address
+    // (vmovaps, SIGSEGV; found by the random-schedule check, docs/reliability.md).
+    Value *load_at(Type *t, int slot, const State &st, int64_t extra) {
+        return b_.CreateAlignedLoad(t, addr(slot, st, extra), align_at(slot, st, extra));
+    }
+    void store_at(Value *v, int slot, const State &st, int64_t extra) {
+        b_.CreateAlignedStore(v, addr(slot, st, extra), align_at(slot, st, extra));
+    }
     Value *load(int slot, State &st, int vvar, int64_t w);
     Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride);
     void store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, Value *v);
@@ -112,27 +124,25 @@ int64_t NestEmitter::static_offset(int slot, const State &st) const {
     return o;
 }
 
-Value *NestEmitter::addr(int slot, const State &st, int64_t off, llvm::Align *align) {
+llvm::Align NestEmitter::align_at(int slot, const State &st, int64_t off) const {
+    const int64_t g = gcd64(st.mult[size_t(slot)], off);
+    const int64_t pow2 = g & -g;
+    return llvm::Align(uint64_t(std::min<int64_t>(64, 4 * pow2)));
+}
+
+Value *NestEmitter::addr(int slot, const State &st, int64_t off) {
     Value *base = st.ptr[size_t(slot)];
-    if (align) {
-        int64_t g = gcd64(st.mult[size_t(slot)], off);
-        int64_t pow2 = g & -g;
-        *align = llvm::Align(uint64_t(std::min<int64_t>(64, 4 * pow2)));
-    }
     if (off == 0) return base;
     return b_.CreateInBoundsGEP(f32_, base, b_.getInt64(uint64_t(off)));
 }
 
 Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride) {
-    llvm::Align al;
-    if (w == 1) return b_.CreateAlignedLoad(f32_, addr(slot, st, off, &al), al);
-    if (stride == 1) return b_.CreateAlignedLoad(vec_type(w), addr(slot, st, off, &al), al);
-    if (stride == 0)
-        return b_.CreateVectorSplat(unsigned(w),
-                                    b_.CreateAlignedLoad(f32_, addr(slot, st, off, &al), al));
+    if (w == 1) return load_at(f32_, slot, st, off);
+    if (stride == 1) return load_at(vec_type(w), slot, st, off);
+    if (stride == 0) return b_.CreateVectorSplat(unsigned(w), load_at(f32_, slot, st, off));
     Value *v = llvm::PoisonValue::get(vec_type(w));
     for (int64_t l = 0; l < w; ++l) {
-        Value *x = b_.CreateAlignedLoad(f32_, addr(slot, st, off + l * stride, &al), al);
+        Value *x = load_at(f32_, slot, st, off + l * stride);
         v = b_.CreateInsertElement(v, x, uint64_t(l));
     }
     return v;
@@ -140,19 +150,14 @@ Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int6
 
 void NestEmitter::store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
                           Value *v) {
-    llvm::Align al;
-    if (w == 1) {
-        b_.CreateAlignedStore(v, addr(slot, st, off, &al), al);
-    } else if (stride == 1) {
-        b_.CreateAlignedStore(v, addr(slot, st, off, &al), al);
+    if (w == 1 || stride == 1) {
+        store_at(v, slot, st, off);
     } else if (stride == 0) {
         // Sequential writes of every lane to one element leave the last lane's value.
-        b_.CreateAlignedStore(b_.CreateExtractElement(v, uint64_t(w - 1)),
-                              addr(slot, st, off, &al), al);
+        store_at(b_.CreateExtractElement(v, uint64_t(w - 1)), slot, st, off);
     } else {
         for (int64_t l = 0; l < w; ++l)
-            b_.CreateAlignedStore(b_.CreateExtractElement(v, uint64_t(l)),
-                                  addr(slot, st, off + l * stride, &al), al);
+            store_at(b_.CreateExtractElement(v, uint64_t(l)), slot, st, off + l * stride);
     }
 }
 
@@ -216,8 +221,8 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
         store_lanes(out, st, off, w, stride, eval(stmt.value, st, vvar, w));
     } else if (w > 1 && stride == 0) {
         // A vectorized reduction var: horizontal reduce-add into the scalar.
-        llvm::Align al;
-        Value *p = addr(out, st, off, &al);
+        const llvm::Align al = align_at(out, st, off);
+        Value *p = addr(out, st, off);
         Value *old = b_.CreateAlignedLoad(f32_, p, al);
         auto *sum = llvm::cast<llvm::Instruction>(
             b_.CreateFAddReduce(old, eval(stmt.value, st, vvar, w)));
@@ -282,8 +287,7 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
         if (t->zero_start) {
             init = llvm::Constant::getNullValue(vec_type(k.w));
         } else if (k.w > 1 && k.stride == 0) {
-            llvm::Align al;
-            Value *x = b_.CreateAlignedLoad(f32_, addr(out, st, k.off, &al), al);
+            Value *x = load_at(f32_, out, st, k.off);
             init = b_.CreateInsertElement(llvm::Constant::getNullValue(vec_type(k.w)), x,
                                           uint64_t(0));
         } else {

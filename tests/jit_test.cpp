@@ -155,6 +155,16 @@ TEST(Jit, VectorizeWithTail) {
     EXPECT_TRUE(matches_reference(shared_jit(), gather));
 }
 
+TEST(Jit, EveryLaneOfAScatterCarriesItsOwnAlignment) {
+    // Found by the random-schedule check (docs/reliability.md): m vectorized across rows of 129
+    // floats under an unrolled n split by 4. Each lane once took the previous lane's alignment,
+    // so the SLP vectorizer merged the row-1 stores into an aligned 16-byte store at an address
+    // that is only 4-byte aligned: SIGSEGV.
+    Program p = apply_all(program_of(make_elementwise_add(3, 129)),
+                          "swap_down, vectorize, up, unroll, split_4, split_2, down, merge");
+    EXPECT_TRUE(matches_reference(shared_jit(), p));
+}
+
 TEST(Jit, UnrollWithTail) {
     // m = 37 = 4 * 8 + 5: the outer loop unrolled into 5 copies, the inner into 8 (or 5).
     Program p = apply_all(matmul_program(37, 20, 10), "split_8, unroll, down, unroll");
