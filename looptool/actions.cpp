@@ -201,6 +201,20 @@ std::vector<Action> parse_action_list(std::string_view text) {
     return out;
 }
 
+namespace {
+// Only these exact names make a first line a header. "Any first line without an action name"
+// was the rule before, and it swallowed typos: `spilt_4` or `split_0` alone on the first line
+// ran a different schedule with exit 0.
+bool is_actions_header(std::string_view line) {
+    auto is_sep = [](char ch) { return ch == ',' || std::isspace(static_cast<unsigned char>(ch)); };
+    size_t b = 0, e = line.size();
+    while (b < e && is_sep(line[b])) ++b;
+    while (e > b && is_sep(line[e - 1])) --e;
+    const std::string_view word = line.substr(b, e - b);
+    return word == "action" || word == "actions";
+}
+}  // namespace
+
 std::vector<Action> parse_action_csv(std::string_view text, const std::string &source) {
     std::vector<Action> out;
     size_t start = 0;
@@ -213,22 +227,11 @@ std::vector<Action> parse_action_csv(std::string_view text, const std::string &s
         start = end + 1;
         for (char &ch : line)
             if (ch == '"' || ch == '\'' || ch == '[' || ch == ']' || ch == ';' || ch == '\r') ch = ' ';
+        if (lineno == 1 && is_actions_header(line)) continue;
         try {
             auto actions = parse_action_list(line);
             out.insert(out.end(), actions.begin(), actions.end());
         } catch (const Error &e) {
-            // A first line with no action name in it is a header.
-            bool any_action = false;
-            std::string word;
-            for (char ch : line + ",") {
-                if (ch == ',' || std::isspace(static_cast<unsigned char>(ch))) {
-                    any_action = any_action || parse_action(word).has_value();
-                    word.clear();
-                } else {
-                    word += ch;
-                }
-            }
-            if (lineno == 1 && !any_action) continue;
             throw Error(fmt::format("{}:{}: {}", source, lineno, e.what()));
         }
         if (end == text.size()) break;

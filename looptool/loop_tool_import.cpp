@@ -125,6 +125,46 @@ private:
         for (int id : outputs_)
             if (id < 0 || size_t(id) >= nodes_.size())
                 fail(0, fmt::format("output node id {} out of range", id));
+        reject_cycles();
+    }
+
+    // loop_tool's IR is a DAG; a file whose node inputs form a cycle was accepted before.
+    // Kahn's algorithm removes every node not on or behind a cycle; from any node left, following
+    // inputs among the nodes left must come back round, and that node is on the cycle.
+    void reject_cycles() const {
+        const size_t n = nodes_.size();
+        std::vector<int> pending(n, 0);
+        std::vector<std::vector<int>> users(n);
+        for (size_t i = 0; i < n; ++i)
+            for (int in : nodes_[i].inputs) {
+                ++pending[i];
+                users[size_t(in)].push_back(int(i));
+            }
+        std::vector<int> ready;
+        for (size_t i = 0; i < n; ++i)
+            if (pending[i] == 0) ready.push_back(int(i));
+        size_t done = 0;
+        while (!ready.empty()) {
+            int v = ready.back();
+            ready.pop_back();
+            ++done;
+            for (int u : users[size_t(v)])
+                if (--pending[size_t(u)] == 0) ready.push_back(u);
+        }
+        if (done == n) return;
+        size_t at = 0;
+        while (pending[at] == 0) ++at;
+        std::vector<bool> seen(n, false);
+        while (!seen[at]) {
+            seen[at] = true;
+            for (int in : nodes_[at].inputs)
+                if (pending[size_t(in)] > 0) {
+                    at = size_t(in);
+                    break;
+                }
+        }
+        fail(nodes_[at].line,
+             fmt::format("the node graph has a cycle through node {} (its inputs lead back to it)", at));
     }
 
     LtNode parse_node(const std::string &line, int lineno) const {
@@ -166,6 +206,7 @@ private:
         const LtNode &a = nodes_[0], &b = nodes_[1], &mul = nodes_[2], &add = nodes_[3],
                      &wr = nodes_[4];
         if (a.vars.size() != 2 || b.vars.size() != 2 || a.vars[1] != b.vars[0] ||
+            !a.inputs.empty() || !b.inputs.empty() ||
             mul.inputs != std::vector<int>{0, 1} || add.inputs != std::vector<int>{2} ||
             wr.inputs != std::vector<int>{3} || add.vars != std::vector<int>{a.vars[0], b.vars[1]} ||
             wr.vars != add.vars || outputs_ != std::vector<int>{4} ||

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -91,7 +92,7 @@ public:
         if (eat("+=")) st.reduce = ReduceKind::Sum;
         else if (eat("=")) st.reduce = ReduceKind::None;
         else fail("expected '=' or '+='");
-        st.value = expr();
+        st.value = expr().e;
         skip();
         if (i_ != s_.size()) fail("unexpected text after the statement");
         return st;
@@ -178,26 +179,47 @@ private:
         }
         return a;
     }
-    Expr expr() {
-        Expr e = term();
+    // Every expression comes back with its tree depth. The parser, the interpreter, the
+    // lowering and Expr's destructor all recurse over the tree, so a deep one (20,000 nested
+    // parentheses, or a 20,000-term sum, which nests left-deep) overflowed the stack.
+    struct Parsed {
+        Expr e;
+        int depth;
+    };
+    Parsed node(OpKind op, Parsed a, Parsed b) {
+        return deeper(Expr::binary(op, std::move(a.e), std::move(b.e)), std::max(a.depth, b.depth));
+    }
+    Parsed deeper(Expr e, int child_depth) {
+        if (child_depth + 1 > kMaxExprDepth)
+            fail(fmt::format("expression nested deeper than {} levels", kMaxExprDepth));
+        return {std::move(e), child_depth + 1};
+    }
+    Parsed expr() {
+        // Bounds the recursion itself (expr -> factor -> expr through '(' or a call) before
+        // any tree exists.
+        if (++active_ > kMaxExprDepth)
+            fail(fmt::format("expression nested deeper than {} levels", kMaxExprDepth));
+        Parsed e = term();
         for (;;) {
-            if (eat("+")) e = Expr::binary(OpKind::Add, std::move(e), term());
-            else if (eat("-")) e = Expr::binary(OpKind::Sub, std::move(e), term());
+            if (eat("+")) e = node(OpKind::Add, std::move(e), term());
+            else if (eat("-")) e = node(OpKind::Sub, std::move(e), term());
+            else break;
+        }
+        --active_;
+        return e;
+    }
+    Parsed term() {
+        Parsed e = factor();
+        for (;;) {
+            if (eat("*")) e = node(OpKind::Mul, std::move(e), factor());
+            else if (eat("/")) e = node(OpKind::Div, std::move(e), factor());
             else return e;
         }
     }
-    Expr term() {
-        Expr e = factor();
-        for (;;) {
-            if (eat("*")) e = Expr::binary(OpKind::Mul, std::move(e), factor());
-            else if (eat("/")) e = Expr::binary(OpKind::Div, std::move(e), factor());
-            else return e;
-        }
-    }
-    Expr factor() {
+    Parsed factor() {
         skip();
         if (eat("(")) {
-            Expr e = expr();
+            Parsed e = expr();
             expect(")");
             return e;
         }
@@ -209,32 +231,33 @@ private:
             float v = std::strtof(rest.c_str(), &end);
             if (end == rest.c_str() || errno == ERANGE) fail("expected a number");
             i_ += size_t(end - rest.c_str());
-            return Expr::constant(v);
+            return {Expr::constant(v), 1};
         }
         std::string name = ident();
         for (OpKind op : {OpKind::Min, OpKind::Max, OpKind::Neg, OpKind::Exp, OpKind::Log,
                           OpKind::Sqrt, OpKind::Abs, OpKind::Recip}) {
             if (name != op_name(op)) continue;
             expect("(");
-            Expr a = expr();
+            Parsed a = expr();
             if (op_arity(op) == 2) {
                 expect(",");
-                Expr b = expr();
+                Parsed b = expr();
                 expect(")");
-                return Expr::binary(op, std::move(a), std::move(b));
+                return node(op, std::move(a), std::move(b));
             }
             expect(")");
-            return Expr::unary(op, std::move(a));
+            return deeper(Expr::unary(op, std::move(a.e)), a.depth);
         }
         int t = c_.tensor_index(name);
         if (t < 0) fail(fmt::format("unknown tensor or function '{}'", name));
-        return Expr::read(access_of(t));
+        return {Expr::read(access_of(t)), 1};
     }
 
     const Computation &c_;
     std::string_view s_;
     std::string where_;
     size_t i_ = 0;
+    int active_ = 0;  // expr() calls in progress
 };
 
 std::vector<std::string> split_words(const std::string &line) {

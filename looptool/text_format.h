@@ -18,6 +18,11 @@ std::string dump(const Program &p, bool show_cursor = true);
 
 std::string serialize(const Program &p);
 
+/// Deepest statement expression parse_program() accepts (parentheses, calls and operator
+/// chains all count). Every pass over an expression recurses, so without a bound a 40 KB file
+/// of nested `neg(` overflowed the stack; real statements are a few levels deep.
+inline constexpr int kMaxExprDepth = 256;
+
 /// Parses serialize()'s output. Throws Error naming `source` and the line on any problem.
 Program parse_program(std::string_view text, const std::string &source = "<text>");
 

@@ -350,6 +350,7 @@ TEST(ActionParsing, CsvWithHeaderPerLineAndPerField) {
               (std::vector<Action>{Action::Split4}));
     EXPECT_TRUE(parse_action_csv("", "a.csv").empty());
     EXPECT_TRUE(parse_action_csv("actions\n", "a.csv").empty());
+    EXPECT_EQ(parse_action_csv("\"actions\"\r\nup\r\n", "a.csv"), std::vector<Action>{Action::Up});
 }
 
 TEST(ActionParsing, CsvErrorsNameTheFileTheLineAndTheAction) {
@@ -364,9 +365,15 @@ TEST(ActionParsing, CsvErrorsNameTheFileTheLineAndTheAction) {
     std::string m = message("action\nsplit_4\nspilt_8\n");
     EXPECT_NE(m.find("seq.csv:3"), std::string::npos) << m;
     EXPECT_NE(m.find("spilt_8"), std::string::npos) << m;
-    // A header only counts on the first line and only without any action name in it.
+    // A header only counts on the first line, and only as exactly `action` or `actions`.
     m = message("split_4\naction\n");
     EXPECT_NE(m.find("seq.csv:2"), std::string::npos) << m;
+    // A typo alone on the first line is an action that does not exist, not a header.
+    for (std::string typo : {"spilt_4", "split_0", "split_-4", "Actions", "action,split_4", "step"}) {
+        m = message(typo + "\nsplit_4\n");
+        EXPECT_NE(m.find("seq.csv:1"), std::string::npos) << typo << ": " << m;
+        EXPECT_NE(m.find("unknown action"), std::string::npos) << typo << ": " << m;
+    }
     m = message("split_4,bogus\n");
     EXPECT_NE(m.find("seq.csv:1"), std::string::npos) << m;
     EXPECT_NE(m.find("bogus"), std::string::npos) << m;

@@ -162,3 +162,19 @@ TEST(Import, MalformedFilesAreErrorsNamingFileAndLine) {
         EXPECT_NE(m, "<no error>") << c.text;
     }
 }
+
+// loop_tool's IR is a DAG: a file whose node inputs loop back is refused, naming a node on the
+// cycle and its line, before anything is built from it.
+TEST(Import, AGraphWithACycleIsRejected) {
+    std::string text = lt_matmul("0;8;0,1;8;0,2;8;0,", "0;8;0,2;8;0,");
+    // The first read takes the write as its input: 0 -> 2 -> 3 -> 4 -> 0.
+    text.replace(text.find("n:2::0,1,"), 9, "n:2:4,:0,1,");
+    std::string m = import_error(text);
+    EXPECT_NE(m.find("bench/mmX:"), std::string::npos) << m;
+    EXPECT_NE(m.find("cycle"), std::string::npos) << m;
+    // A node that is its own input.
+    text = lt_matmul("0;8;0,1;8;0,2;8;0,", "0;8;0,2;8;0,");
+    text.replace(text.find("n:5:2,"), 6, "n:5:3,");
+    m = import_error(text);
+    EXPECT_NE(m.find("bench/mmX:7: the node graph has a cycle through node 3"), std::string::npos) << m;
+}

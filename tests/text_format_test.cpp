@@ -205,6 +205,43 @@ TEST(Parse, ErrorsNameTheSourceAndLine) {
     }
 }
 
+// Every pass over an expression recurses; 20,000 nested parentheses or `neg(` calls crashed
+// read and validate with SIGSEGV. Past kMaxExprDepth levels it is an error naming the line.
+TEST(Parse, DeeplyNestedExpressionsAreAnErrorNotAStackOverflow) {
+    const std::string good = serialize(matmul_program(4, 4, 4));
+    auto stmt = [](int depth, const std::string &open, const std::string &close) {
+        std::string e;
+        for (int i = 0; i < depth; ++i) e += open;
+        e += "A[m, k]";
+        for (int i = 0; i < depth; ++i) e += close;
+        return e;
+    };
+    auto chain = [](int terms, const std::string &op) {
+        std::string e = "A[m, k]";
+        for (int i = 1; i < terms; ++i) e += op + "A[m, k]";
+        return e;
+    };
+    for (const std::string &deep : {stmt(20000, "(", ")"), stmt(20000, "neg(", ")"),
+                                    stmt(300, "max(0, ", ")"), chain(20000, " + "),
+                                    chain(20000, " * ")}) {
+        std::string m = parse_error(replace(good, "A[m, k] * B[k, n]", deep + " * B[k, n]"));
+        EXPECT_NE(m.find("t.lt:10:"), std::string::npos) << m.substr(0, 200);
+        EXPECT_NE(m.find("deeper than 256 levels"), std::string::npos) << m.substr(0, 200);
+    }
+    // Up to the limit it parses, and computes what the flat statement computes.
+    // 254 neg, the read and the multiply by B: exactly 256 levels.
+    for (const std::string &ok : {stmt(100, "(", ")"), stmt(127, "neg(neg(", "))"),
+                                  "(" + chain(200, " * 1 + 0 * ") + ")"}) {
+        Program p = parse_program(replace(good, "A[m, k] * B[k, n]", ok + " * B[k, n]"));
+        Comparison c = verify_schedule(p);
+        EXPECT_TRUE(c.ok) << c.first_mismatch;
+        Buffers want = make_buffers(*p.comp, 3), flat = make_buffers(*p.comp, 3);
+        run_reference(*p.comp, want);
+        run_reference(*matmul_program(4, 4, 4).comp, flat);
+        EXPECT_TRUE(compare_outputs(*p.comp, flat, want).ok);
+    }
+}
+
 TEST(Files, LoadBothFormatsAndRejectOthers) {
     tests::TempDir dir("text_format");
     Program p = apply(matmul_program(8, 8, 8), Action::Split2);
