@@ -24,6 +24,7 @@ PACKAGES=(
   libsqlite3-dev libgtest-dev libbenchmark-dev gnuplot-nox
   libopenmpi-dev openmpi-bin
   slurm-wlm munge libpmix-dev
+  clang-19 libclang-rt-19-dev
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
