@@ -1,0 +1,21 @@
+// The random-schedule check at a small count (the benchmark-sized run is
+// benchmarks/random_schedule_check, docs/reliability.md).
+#include "looptool/schedule_check.h"
+
+#include <gtest/gtest.h>
+
+using namespace looptool;
+
+TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
+    auto jit = Jit::create();
+    ScheduleCheckOptions o;
+    o.sequences = 150;
+    o.seed = 12;
+    o.max_volume = 1 << 17;
+    ScheduleCheckResult r = check_random_schedules(o, *jit);
+    EXPECT_EQ(r.sequences, 150);
+    EXPECT_GT(r.actions, 150);
+    EXPECT_GT(r.distinct_shapes, 50);  // the shapes vary, not one shape 150 times
+    for (const auto &f : r.failures) ADD_FAILURE() << f;
+    EXPECT_TRUE(r.ok());
+}
