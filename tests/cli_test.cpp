@@ -102,12 +102,32 @@ TEST(Cli, MalformedTruncatedAndUnsupportedLoopToolFiles) {
                          {conv.string(), "unsupported"});
 }
 
+// 20,000 nested `neg(` (40 KB) crashed read and validate with SIGSEGV.
+TEST(Cli, DeeplyNestedProgramIsAnErrorNamingFileAndLine) {
+    tests::TempDir dir("cli_deep");
+    std::string deep;
+    for (int i = 0; i < 20000; ++i) deep += "neg(";
+    deep += "A[m, k]" + std::string(20000, ')');
+    std::string text = serialize(tests::matmul_program(8, 8, 8));
+    text.replace(text.find("A[m, k]"), 7, deep);
+    write(dir, "deep.lt", text);
+    expect_clean_failure(dir, "read --no-measure --bench deep.lt --actions down",
+                         {"deep.lt:10", "deeper than 256 levels"});
+    write(dir, "episodes.csv", "deep.lt,down,1.0\n");
+    RunResult r = run_cli(dir, "validate episodes.csv");
+    EXPECT_EQ(r.exit_code, 2) << r.err;  // the episode is reported, not a crash
+    EXPECT_NE(r.out.find("deeper than 256 levels"), std::string::npos) << r.out;
+}
+
 TEST(Cli, UnknownAndIllegalActions) {
     tests::TempDir dir("cli_actions");
     write(dir, "ok.lt", serialize(tests::matmul_program(8, 8, 8)));
     expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions down,split_5", {"split_5", "position 2"});
     write(dir, "acts.csv", "action\nsplit_4\nsplitt_8\n");
     expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions-file acts.csv", {"acts.csv:3", "splitt_8"});
+    // A typo alone on the first line used to pass as a header: exit 0 with another schedule.
+    write(dir, "typo.csv", "spilt_4\ndown\n");
+    expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions-file typo.csv", {"typo.csv:1", "spilt_4"});
     expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions up", {"step 1", "illegal action up"});
     expect_clean_failure(dir, "read --no-measure --bench ok.lt --actions split_16", {"illegal action split_16"});
     expect_clean_failure(dir, "read --no-measure --bench ok.lt --space looptune --actions merge",
