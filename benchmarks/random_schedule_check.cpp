@@ -21,6 +21,9 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(1, 1000))->capture_default_str();
     app.add_option("--max-volume", o.max_volume, "Largest iteration count of a shape")
         ->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--start", o.start, "First sequence to run (earlier ones are only drawn)")
+        ->check(CLI::NonNegativeNumber)->capture_default_str();
+    app.add_flag("--progress", o.progress, "Print each sequence to stderr before running it");
     app.add_flag("--json", json, "Machine-readable output");
     CLI11_PARSE(app, argc, argv);
     try {

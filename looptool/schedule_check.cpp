@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <memory>
 #include <random>
@@ -63,9 +64,8 @@ ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &o, Jit &j
     const ActionSpace space = ActionSpace::preset("full");
     ScheduleCheckResult r;
     std::set<std::string> shapes;
-    for (int i = 0; i < o.sequences; ++i) {
+    for (int i = 0; i < o.sequences; ++i, ++r.sequences) {
         auto comp = std::make_shared<Computation>(random_computation(rng, o.max_volume));
-        shapes.insert(comp->name);
         Program p = Program::naive(comp);
         std::string taken;
         const int len = std::uniform_int_distribution<int>(1, o.max_actions)(rng);
@@ -85,6 +85,12 @@ ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &o, Jit &j
                 taken += fmt::format("{}{}", taken.empty() ? "" : ",", action_name(a));
                 ++r.actions;
             }
+            if (i < o.start) continue;
+            shapes.insert(comp->name);
+            if (o.progress) {
+                std::fputs(fmt::format("sequence {}: {} [{}]\n", i, comp->name, taken).c_str(), stderr);
+                std::fflush(stderr);
+            }
             if (Comparison c = verify_schedule(p, data_seed); !c.ok) {
                 ++r.interpreter_mismatches;
                 fail("interpreter: " + c.first_mismatch);
@@ -97,8 +103,8 @@ ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &o, Jit &j
             ++r.errors;
             fail(std::string("error: ") + e.what());
         }
-        ++r.sequences;
     }
+    r.sequences -= std::min(o.start, o.sequences);
     r.distinct_shapes = int(shapes.size());
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;

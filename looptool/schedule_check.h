@@ -18,6 +18,12 @@ struct ScheduleCheckOptions {
     int max_actions = 20;         ///< each sequence has 1..max_actions legal actions
     int64_t max_volume = 1 << 20; ///< cap on a shape's iteration count, keeps the reference fast
     int max_failures_kept = 10;   ///< failures described in full, the first ones
+    /// Sequences before this one are drawn (same shapes and actions) but not run, to replay
+    /// one sequence of a long check at once.
+    int start = 0;
+    /// Print each sequence (index, shape, actions) to stderr before running it, so a crash
+    /// (a signal cannot be caught and reported) names the sequence that caused it.
+    bool progress = false;
 };
 
 struct ScheduleCheckResult {
