@@ -116,7 +116,7 @@ TEST(Cli, DeeplyNestedProgramIsAnErrorNamingFileAndLine) {
     write(dir, "episodes.csv", "deep.lt,down,1.0\n");
     RunResult r = run_cli(dir, "validate episodes.csv");
     EXPECT_EQ(r.exit_code, 2) << r.err;  // the episode is reported, not a crash
-    EXPECT_NE(r.out.find("deeper than 256 levels"), std::string::npos) << r.out;
+    EXPECT_NE((r.out + r.err).find("deeper than 256 levels"), std::string::npos) << r.out << r.err;
 }
 
 TEST(Cli, UnknownAndIllegalActions) {
