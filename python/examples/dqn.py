@@ -5,8 +5,9 @@ evaluation) that learns to tune a handful of matmuls with looptune's environment
     PYTHONPATH=build/python /usr/bin/python3 python/examples/dqn.py \
         --dataset ../shared/corpus/looptune/mm64_256_16_range
 
-Observation: loops_tensor, stride_tensor and prev_actions_tensor, flattened. Actions: LoopTune's
-seven (up, down, swap_up, swap_down, split_2..., unroll, vectorize: the `looptune` preset),
+Observation: loops_tensor, stride_tensor and prev_actions_tensor, flattened. Actions: the full
+space (cursor moves, swaps, split_2..split_1024, merge, unroll, vectorize; `--action-space
+looptune` for LoopTune's seven, which cannot unroll or vectorize),
 chosen under the action mask. Reward: the GFLOPS gained, over the machine's peak.
 At the end the greedy policy and a random agent each get one episode per benchmark; the
 speedup is the best schedule's GFLOPS over the naive nest's.
@@ -29,10 +30,10 @@ class Config:
     dataset: str = ""              # directory of benchmarks (LoopTune's format or ours)
     benchmarks: int = 4            # how many train-split benchmarks to learn on
     eval_benchmarks: int = 4       # how many of those to evaluate on at the end
-    episodes: int = 300            # training episodes (one benchmark each, drawn at random)
-    minutes: float = 4.0           # stop training after this long, whatever `episodes` says
+    episodes: int = 3000           # training episodes (one benchmark each, drawn at random)
+    minutes: float = 3.0           # stop training after this long, whatever `episodes` says
     max_steps: int = 10            # actions per episode (LoopTune's 10)
-    action_space: str = "looptune" # preset: looptune (7 actions) or full
+    action_space: str = "full"     # preset: full (docs/actions.md) or looptune (7 actions)
     lr: float = 1e-3               # Adam's learning rate
     gamma: float = 0.9             # discount
     batch: int = 64                # minibatch size
