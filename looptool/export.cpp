@@ -34,13 +34,7 @@ namespace looptool {
 namespace {
 
 std::unique_ptr<llvm::TargetMachine> make_target_machine(const std::string &triple, std::string &cpu) {
-    static const bool initialised = [] {
-        llvm::InitializeNativeTarget();
-        llvm::InitializeNativeTargetAsmPrinter();
-        llvm::InitializeNativeTargetAsmParser();
-        return true;
-    }();
-    (void)initialised;
+    detail::initialize_native_target();
     std::string err;
     const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
     if (!target) throw Error(fmt::format("LLVM: no target for {}: {}", triple, err));

@@ -31,17 +31,6 @@ Buffers make_buffers(const Computation &c, uint64_t seed) {
 
 namespace {
 
-int64_t flat_index(const Computation &c, const Access &a, const std::vector<int64_t> &idx) {
-    const Tensor &t = c.tensors[size_t(a.tensor)];
-    int64_t off = 0;
-    for (size_t d = 0; d < a.index.size(); ++d) {
-        int64_t i = a.index[d].offset;
-        for (const auto &term : a.index[d].terms) i += term.coef * idx[size_t(term.var)];
-        off = off * t.shape[d] + i;
-    }
-    return off;
-}
-
 template <typename T>
 T apply_op(OpKind op, T a, T b) {
     switch (op) {

@@ -139,6 +139,17 @@ std::vector<int> Computation::stmt_vars(int stmt) const {
     return vars_of(stmts[size_t(stmt)]);
 }
 
+int64_t flat_index(const Computation &c, const Access &a, const std::vector<int64_t> &idx) {
+    const Tensor &t = c.tensors[size_t(a.tensor)];
+    int64_t off = 0;
+    for (size_t d = 0; d < a.index.size(); ++d) {
+        int64_t i = a.index[d].offset;
+        for (const auto &term : a.index[d].terms) i += term.coef * idx[size_t(term.var)];
+        off = off * t.shape[d] + i;
+    }
+    return off;
+}
+
 void collect_reads(const Expr &e, std::vector<const Access *> &out) {
     if (e.op == OpKind::Read) out.push_back(&e.access);
     for (const auto &a : e.args) collect_reads(a, out);

@@ -132,6 +132,9 @@ struct Computation {
 std::vector<int> vars_of(const Access &a);
 std::vector<int> vars_of(const Statement &s);
 
+/// The row-major element offset `a` reaches in its tensor at the var values `idx`.
+int64_t flat_index(const Computation &c, const Access &a, const std::vector<int64_t> &idx);
+
 /// Appends the accesses e reads, in evaluation order (left operand first).
 void collect_reads(const Expr &e, std::vector<const Access *> &out);
 /// True when s's value reads tensor t.

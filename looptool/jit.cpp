@@ -84,13 +84,7 @@ Jit::Jit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Jit::~Jit() = default;
 
 std::unique_ptr<Jit> Jit::create(JitOptions options) {
-    static const bool initialised = [] {
-        llvm::InitializeNativeTarget();
-        llvm::InitializeNativeTargetAsmPrinter();
-        llvm::InitializeNativeTargetAsmParser();
-        return true;
-    }();
-    (void)initialised;
+    detail::initialize_native_target();
     auto impl = std::make_unique<Impl>();
     impl->options = options;
     impl->pipeline = detail::ir_pipeline();

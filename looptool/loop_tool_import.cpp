@@ -32,21 +32,6 @@ struct LtNode {
     int line = 0;
 };
 
-std::vector<std::string> split(const std::string &s, char sep) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char ch : s) {
-        if (ch == sep) {
-            out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += ch;
-        }
-    }
-    out.push_back(cur);
-    return out;
-}
-
 class Importer {
 public:
     Importer(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
@@ -71,7 +56,7 @@ private:
 
     std::vector<int> int_list(const std::string &s, int line, const char *what) const {
         std::vector<int> out;
-        for (const auto &p : split(s, ',')) {
+        for (const auto &p : split_fields(s, ',')) {
             if (p.empty()) continue;
             int64_t v = to_int(p, line, what);
             if (v < 0 || v > 1000000) fail(line, fmt::format("{} {} out of range", what, v));
@@ -174,7 +159,7 @@ private:
 
     LtNode parse_node(const std::string &line, int lineno) const {
         // n:op:inputs,:vars,:constraints:sym=var,:priority:var;size;tail,...:noreuse,:annots:annot:
-        auto f = split(line, ':');
+        auto f = split_fields(line, ':');
         if (f.size() < 8) fail(lineno, "node line has too few ':' fields");
         LtNode n;
         n.line = lineno;
@@ -184,9 +169,9 @@ private:
         n.vars = int_list(f[3], lineno, "variable id");
         n.constraints = f[4];
         n.symbols = f[5];
-        for (const auto &item : split(f[7], ',')) {
+        for (const auto &item : split_fields(f[7], ',')) {
             if (item.empty()) continue;
-            auto parts = split(item, ';');
+            auto parts = split_fields(item, ';');
             if (parts.size() != 3) fail(lineno, fmt::format("bad loop '{}' (want var;size;tail)", item));
             LtLoop l{int(to_int(parts[0], lineno, "loop variable")),
                      to_int(parts[1], lineno, "loop size"), to_int(parts[2], lineno, "loop tail")};
@@ -195,7 +180,7 @@ private:
             n.order.push_back(l);
         }
         // One entry per loop, by position (",unroll,," annotates the second loop).
-        if (f.size() > 9) n.loop_annotations = split(f[9], ',');
+        if (f.size() > 9) n.loop_annotations = split_fields(f[9], ',');
         return n;
     }
 

@@ -8,9 +8,7 @@
 
 namespace looptool {
 
-namespace {
-
-std::vector<std::string> split(const std::string &s, char sep) {
+std::vector<std::string> split_fields(const std::string &s, char sep) {
     std::vector<std::string> out;
     std::string cur;
     for (char ch : s) {
@@ -24,6 +22,8 @@ std::vector<std::string> split(const std::string &s, char sep) {
     out.push_back(cur);
     return out;
 }
+
+namespace {
 
 int64_t parse_int(const std::string &s, const std::string &what) {
     if (s.empty() || s.size() > 15 || s.find_first_not_of("-0123456789") != std::string::npos ||
@@ -67,9 +67,9 @@ ViewConstraints parse_view_constraints(const std::string &constraints, const std
                                        const std::string &what) {
     // Symbol item -> variable.
     std::map<int, int> var_of;
-    for (const auto &pair : split(symbols, ',')) {
+    for (const auto &pair : split_fields(symbols, ',')) {
         if (pair.empty()) continue;
-        auto kv = split(pair, '=');
+        auto kv = split_fields(pair, '=');
         if (kv.size() != 2) throw Error(fmt::format("{}: bad symbol mapping '{}'", what, pair));
         var_of[int(parse_int(kv[0], what))] = int(parse_int(kv[1], what));
     }
@@ -92,18 +92,18 @@ ViewConstraints parse_view_constraints(const std::string &constraints, const std
         return r;
     };
     ViewConstraints out;
-    for (const auto &constraint : split(constraints, '/')) {
+    for (const auto &constraint : split_fields(constraints, '/')) {
         if (constraint.empty()) continue;
         int lhs = -1, rhs = -1;
         bool in_rhs = false;
-        for (std::string item : split(constraint, ';')) {
+        for (std::string item : split_fields(constraint, ';')) {
             if (item.empty()) continue;
             if (item[0] == '=') {
                 if (in_rhs) throw Error(fmt::format("{}: a view constraint with two '='", what));
                 in_rhs = true;
                 item = item.substr(1);
             }
-            auto f = split(item, '|');
+            auto f = split_fields(item, '|');
             if (f.size() != 4 || f[1].size() != 1)
                 throw Error(fmt::format("{}: bad view constraint item '{}'", what, item));
             Value v;
@@ -120,7 +120,7 @@ ViewConstraints parse_view_constraints(const std::string &constraints, const std
                 }
                 case 'f': {
                     std::vector<int64_t> args;
-                    for (const auto &a : split(f[2], ','))
+                    for (const auto &a : split_fields(f[2], ','))
                         if (!a.empty()) args.push_back(parse_int(a, what));
                     const int64_t op = parse_int(f[0], what);
                     if (op == 1 && args.size() == 1 && get(args[0]).size_of < 0) {  // negate

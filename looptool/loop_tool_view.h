@@ -14,6 +14,10 @@
 
 namespace looptool {
 
+/// s cut at every `sep` (empty fields kept: "a,,b" gives a, "", b): the field splitter of
+/// loop_tool's text format, for its importer and the view-constraint reader alike.
+std::vector<std::string> split_fields(const std::string &s, char sep);
+
 /// The constraints of one view node, over loop_tool's variable ids.
 struct ViewConstraints {
     /// var = affine(other vars); Affine::Term::var holds loop_tool variable ids.

@@ -4,6 +4,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
 #include <cstdlib>
@@ -29,6 +30,16 @@ constexpr const char *kDefaultPipeline =
     "slp-vectorizer,instcombine<no-verify-fixpoint>,simplifycfg,"
     "loop-mssa(licm))";
 }  // namespace
+
+void initialize_native_target() {
+    static const bool initialised = [] {
+        llvm::InitializeNativeTarget();
+        llvm::InitializeNativeTargetAsmPrinter();
+        llvm::InitializeNativeTargetAsmParser();
+        return true;
+    }();
+    (void)initialised;
+}
 
 std::string ir_pipeline() {
     // LOOPTOOL_PASSES overrides it (textual new-PM syntax) for experiments.

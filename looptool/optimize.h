@@ -12,6 +12,9 @@ class TargetMachine;
 
 namespace looptool::detail {
 
+/// LLVM's native target, asm printer and parser, initialised once per process (thread-safe).
+void initialize_native_target();
+
 /// The pipeline in LLVM's textual new-PM syntax: $LOOPTOOL_PASSES when set (or "O2"/"O3"),
 /// else the default (optimize.cpp says why it is this one).
 std::string ir_pipeline();

@@ -111,17 +111,6 @@ struct Acc {
     }
 };
 
-int64_t flat_index(const Computation &c, const Access &a, const std::vector<int64_t> &idx) {
-    const Tensor &t = c.tensors[size_t(a.tensor)];
-    int64_t off = 0;
-    for (size_t d = 0; d < a.index.size(); ++d) {
-        int64_t i = a.index[d].offset;
-        for (const auto &term : a.index[d].terms) i += term.coef * idx[size_t(term.var)];
-        off = off * t.shape[d] + i;
-    }
-    return off;
-}
-
 // `read(tensor, flat)` gives a written tensor's element as a V.
 template <typename Read>
 V eval(const Computation &c, const Expr &e, const Buffers &in, const std::vector<int64_t> &idx,

@@ -109,7 +109,8 @@ double element(int tensor, int64_t flat) {
     return double(x % 2001) / 1000.0 - 1.0;
 }
 
-int64_t flat_index(const Computation &comp, const Access &a, const std::vector<int64_t> &point) {
+// The access in bounds (asserted per dimension), then its flat offset.
+int64_t checked_flat_index(const Computation &comp, const Access &a, const std::vector<int64_t> &point) {
     int64_t flat = 0;
     const Tensor &t = comp.tensors[size_t(a.tensor)];
     for (size_t d = 0; d < a.index.size(); ++d) {
@@ -156,8 +157,8 @@ TEST(Import, EveryCorpusConvIsTheNaiveNestOfItsConv2d) {
                 for (int64_t kh = 0; kh < s.kh; ++kh)
                     for (int64_t kw = 0; kw < s.kw; ++kw) {
                         pt[1] = c, pt[4] = kh, pt[5] = kw;
-                        got += element(0, flat_index(*p.comp, stmt.value.args[0].access, pt)) *
-                               element(1, flat_index(*p.comp, stmt.value.args[1].access, pt));
+                        got += element(0, checked_flat_index(*p.comp, stmt.value.args[0].access, pt)) *
+                               element(1, checked_flat_index(*p.comp, stmt.value.args[1].access, pt));
                         const int64_t n = pt[0], y = pt[2] + kh, x = pt[3] + kw, m = pt[6];
                         want_sum += element(0, ((n * s.c + c) * s.h + y) * s.w + x) *
                                     element(1, ((m * s.c + c) * s.kh + kh) * s.kw + kw);
