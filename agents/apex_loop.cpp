@@ -49,6 +49,7 @@ void run_apex_actor(int id, int num_actors, const TrainConfig &c, const Dataset 
     };
     while (!link.stopping()) {
         env.reset(dataset.train[pick(rng)]);
+        RlState current;  // env's state, encoded by the first step
         NStepBuilder nstep(c.n_step, c.gamma);
         double ep_reward = 0, base = env.gflops(), best = base;
         bool done = false;
@@ -58,7 +59,8 @@ void run_apex_actor(int id, int num_actors, const TrainConfig &c, const Dataset 
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
                 continue;
             }
-            const ActedStep step = act_epsilon_greedy(net, env, graph, eps, rng, nstep, &outbox);
+            const ActedStep step =
+                act_epsilon_greedy(net, env, graph, eps, rng, nstep, &outbox, current);
             if (!step.acted) {  // nothing legal: the episode ends here
                 link.release_step();
                 done = true;

@@ -48,11 +48,13 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     std::vector<Transition> completed;
     double ep_reward = 0, ep_base = 0, ep_best = 0;
     bool in_episode = false;
+    RlState current;  // env's state, encoded (empty after a reset)
     profile.set_env_baseline(env.counters());
     const double profile_start = run.elapsed();
     while (at.env_steps < c.steps && !run.out_of_time()) {
         if (!in_episode) {
             env.reset(dataset.train[pick_bench(rng)]);
+            current.flat.clear();
             ep_reward = 0;
             ep_base = ep_best = env.gflops();
             in_episode = true;
@@ -63,7 +65,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
                          std::max(0.0, 1.0 - static_cast<double>(at.env_steps) / c.eps_decay_steps);
         completed.clear();
         const ActedStep step = act_epsilon_greedy(learner.online, env, graph, at.epsilon, rng,
-                                                  nstep, &completed, learner.profile);
+                                                  nstep, &completed, current, learner.profile);
         if (!step.acted) {  // nothing legal: end the episode early
             in_episode = false;
             continue;

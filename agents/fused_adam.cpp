@@ -27,9 +27,19 @@ torch::optim::AdamParamState &state_of(torch::optim::Adam &optimizer, const torc
     return static_cast<torch::optim::AdamParamState &>(*it->second);
 }
 
-double squared_norm(const float *g, int64_t n) {
+// Sixteen partial sums: one running sum was a chain of dependent adds, ~4 cycles per element
+// (0.25 ms of a 1.5 ms update over 263k gradients, by perf); this vectorises. The order of the
+// additions differs from clip_grad_norm_'s, within the last bits of the norm.
+__attribute__((target_clones("avx512f", "avx2", "default"))) double squared_norm(const float *g,
+                                                                                 int64_t n) {
+    constexpr int kLanes = 16;
+    double lanes[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int j = 0; j < kLanes; ++j) lanes[j] += double(g[i + j]) * g[i + j];
     double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    for (; i < n; ++i) s += double(g[i]) * g[i];
+    for (double l : lanes) s += l;
     return s;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "agents/fused_adam.h"
@@ -40,6 +41,10 @@ Learner::Learner(const TrainConfig &config, const QNetConfig &net_config)
     target->eval();
     optimizer_ = std::make_unique<torch::optim::Adam>(online->parameters(),
                                                       torch::optim::AdamOptions(config.lr));
+    if (!config.autograd_learner && DenseMlp::applies(online)) {
+        dense_online_ = std::make_unique<DenseMlp>(online);
+        dense_target_ = std::make_unique<DenseMlp>(target);
+    }
 }
 
 static std::vector<const RlState *> states_of(const std::vector<Transition> &ts, bool next) {
@@ -96,8 +101,42 @@ void Learner::cache_demonstrations(const std::vector<Demo> &demos) {
     }
 }
 
+void Learner::pick_demonstrations(const std::vector<Demo> &demos, int64_t D) {
+    cache_demonstrations(demos);
+    std::uniform_int_distribution<size_t> pick(0, demos.size() - 1);
+    const int64_t F = static_cast<int64_t>(demos[0].state.flat.size());
+    const int64_t A = static_cast<int64_t>(demos[0].state.mask.size());
+    demo_rows_.resize(D * F);
+    demo_row_masks_.resize(D * A);
+    demo_row_actions_.resize(D);
+    demo_row_graphs_.clear();
+    for (int64_t i = 0; i < D; ++i) {
+        const size_t d = pick(demo_rng_);
+        std::copy_n(demo_flat_.data() + d * F, F, demo_rows_.data() + i * F);
+        std::copy_n(demo_masks_.data() + d * A, A, demo_row_masks_.data() + i * A);
+        demo_row_actions_[i] = demo_actions_[d];
+        demo_row_graphs_.push_back(&demos[d].state.graph);
+    }
+}
+
 float Learner::update(const ReplaySample &sample, std::vector<float> *priorities,
                       const std::vector<Demo> *demos) {
+    // DQfD's large-margin loss joins the update on half a batch of demonstrations.
+    int64_t D = 0;
+    if (demos && !demos->empty()) {
+        D = std::max<int64_t>(1, sample.size / 2);
+        pick_demonstrations(*demos, D);
+    }
+    const float loss =
+        dense() ? update_dense(sample, priorities, D) : update_autograd(sample, priorities, D);
+    clip_and_adam_step(*optimizer_, config_.grad_clip);
+    ++updates;
+    if (updates % config_.target_update == 0) sync_target();
+    return loss;
+}
+
+float Learner::update_autograd(const ReplaySample &sample, std::vector<float> *priorities,
+                               int64_t D) {
     const int64_t B = sample.size;
     const bool graph = online->uses_graph();
     const LearnerBatch batch(sample, graph, device_);
@@ -115,26 +154,12 @@ float Learner::update(const ReplaySample &sample, std::vector<float> *priorities
     torch::Tensor loss =
         (batch.weights * torch::smooth_l1_loss(q, target_q, torch::Reduction::None)).mean();
 
-    if (demos && !demos->empty()) {
+    if (D > 0) {
         // DQfD's large-margin loss: the demonstrated action must beat every other legal one by
         // a margin, which keeps Q-values meaningful (unlike a cross-entropy on them).
-        cache_demonstrations(*demos);
-        std::uniform_int_distribution<size_t> pick(0, demos->size() - 1);
-        const int64_t D = std::max<int64_t>(1, B / 2);
         const int64_t F = sample.flat_width, A = sample.num_actions;
-        demo_rows_.resize(D * F);
-        demo_row_masks_.resize(D * A);
-        demo_row_actions_.resize(D);
-        std::vector<const DenseGraph *> graphs;
-        for (int64_t i = 0; i < D; ++i) {
-            const size_t d = pick(demo_rng_);
-            std::copy_n(demo_flat_.data() + d * F, F, demo_rows_.data() + i * F);
-            std::copy_n(demo_masks_.data() + d * A, A, demo_row_masks_.data() + i * A);
-            demo_row_actions_[i] = demo_actions_[d];
-            graphs.push_back(&(*demos)[d].state.graph);
-        }
-        torch::Tensor dq = online->forward(
-            make_state_batch(demo_rows_.data(), D, F, graph ? graphs.data() : nullptr, device_));
+        torch::Tensor dq = online->forward(make_state_batch(
+            demo_rows_.data(), D, F, graph ? demo_row_graphs_.data() : nullptr, device_));
         torch::Tensor act =
             torch::from_blob(demo_row_actions_.data(), {D, 1}, torch::kInt64).to(device_);
         torch::Tensor margin = torch::full_like(dq, config_.demo_margin).scatter_(1, act, 0.0);
@@ -145,14 +170,63 @@ float Learner::update(const ReplaySample &sample, std::vector<float> *priorities
 
     zero_grads(*optimizer_);
     loss.backward();
-    clip_and_adam_step(*optimizer_, config_.grad_clip);
-    ++updates;
-    if (updates % config_.target_update == 0) sync_target();
     if (priorities) {
         torch::Tensor p = (td.detach().abs() + 1e-3).to(torch::kCPU).contiguous();
         priorities->assign(p.data_ptr<float>(), p.data_ptr<float>() + B);
     }
     return loss.item<float>();
+}
+
+// The same loss and gradients as update_autograd, written out: one forward of the online
+// network over the states, the demonstrations and the next states (one GEMM per layer), one of
+// the target network over the next states, dL/dQ by hand, and DenseMlp::backward over the rows
+// that carry a gradient.
+float Learner::update_dense(const ReplaySample &s, std::vector<float> *priorities, int64_t D) {
+    const int64_t B = s.size, A = s.num_actions;
+    const float *q = dense_online_->forward(
+        {{s.states.data(), B}, {demo_rows_.data(), D}, {s.next_states.data(), B}});
+    const float *qt = dense_target_->forward({{s.next_states.data(), B}});
+    auto legal_argmax = [A](const float *row, const uint8_t *mask, const float *add) {
+        // As masked(...).argmax(1): illegal actions count as -1e9, the first maximum wins.
+        int64_t best = 0;
+        float best_v = -std::numeric_limits<float>::infinity();
+        for (int64_t a = 0; a < A; ++a) {
+            const float v = mask[a] ? row[a] + (add ? add[a] : 0.f) : -1e9f;
+            if (v > best_v) best_v = v, best = a;
+        }
+        return std::pair{best, best_v};
+    };
+    dq_.assign((B + D) * A, 0.f);
+    td_.resize(B);
+    double loss = 0;
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t best = legal_argmax(q + (B + D + b) * A, &s.next_masks[b * A], nullptr).first;
+        const float target_q = s.rewards[b] + s.discounts[b] * qt[b * A + best];
+        const int64_t a = s.actions[b];
+        const float td = q[b * A + a] - target_q, abs_td = std::abs(td);
+        td_[b] = td;
+        // Huber (smooth L1 with beta 1), weighted by the importance weights, mean over B.
+        loss += s.weights[b] * (abs_td < 1 ? 0.5 * td * td : abs_td - 0.5);
+        dq_[b * A + a] = s.weights[b] * std::clamp(td, -1.f, 1.f) / static_cast<float>(B);
+    }
+    loss /= static_cast<double>(B);
+    std::vector<float> margin(A, static_cast<float>(config_.demo_margin));
+    for (int64_t i = 0; i < D; ++i) {
+        const float *row = q + (B + i) * A;
+        const int64_t act = demo_row_actions_[i];
+        margin[act] = 0;
+        const auto [best, upper] = legal_argmax(row, &demo_row_masks_[i * A], margin.data());
+        margin[act] = static_cast<float>(config_.demo_margin);
+        loss += (upper - row[act]) / static_cast<double>(D);
+        dq_[(B + i) * A + best] += 1.f / static_cast<float>(D);
+        dq_[(B + i) * A + act] -= 1.f / static_cast<float>(D);
+    }
+    dense_online_->backward(dq_.data(), B + D);
+    if (priorities) {
+        priorities->resize(B);
+        for (int64_t b = 0; b < B; ++b) (*priorities)[b] = std::abs(td_[b]) + 1e-3f;
+    }
+    return static_cast<float>(loss);
 }
 
 float Learner::replay_step(PrioritizedReplay &replay, int64_t env_steps,
@@ -247,6 +321,10 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
         online->load(on);
         target->load(tg);
         optimizer_->load(opt);
+        if (dense()) {  // bind to the loaded tensors, whatever load() did to the old ones
+            dense_online_ = std::make_unique<DenseMlp>(online);
+            dense_target_ = std::make_unique<DenseMlp>(target);
+        }
         updates = j.value("updates", int64_t{0});
         *counters = j;
         return true;
@@ -364,17 +442,17 @@ int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng
 
 ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps,
                              std::mt19937_64 &rng, NStepBuilder &nstep,
-                             std::vector<Transition> *completed, TrainProfile *profile) {
+                             std::vector<Transition> *completed, RlState &current,
+                             TrainProfile *profile) {
     using Phase = TrainProfile::Phase;
-    RlState s;
-    {
+    if (current.flat.empty()) {
         TrainProfile::Scope timer(profile, Phase::Encode);
-        s = encode_state(env, with_graph);
+        current = encode_state(env, with_graph);
     }
     int a;
     {
         TrainProfile::Scope timer(profile, Phase::Act);
-        a = epsilon_greedy(net, s, eps, rng);
+        a = epsilon_greedy(net, current, eps, rng);
     }
     if (a < 0) return {};
     StepResult r;
@@ -388,8 +466,9 @@ ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, doubl
         next = encode_state(env, with_graph);
     }
     const bool done = r.done || !any_legal(next);
-    for (Transition &t : nstep.push(s, a, static_cast<float>(r.reward), next, done))
+    for (Transition &t : nstep.push(current, a, static_cast<float>(r.reward), next, done))
         completed->push_back(std::move(t));
+    current = std::move(next);  // the next step starts from it: encoded once
     return {true, done, r.reward};
 }
 

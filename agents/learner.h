@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/dense_mlp.h"
 #include "agents/qnet.h"
 #include "agents/replay.h"
 #include "agents/train_profile.h"
@@ -38,6 +39,9 @@ public:
     float replay_step(PrioritizedReplay &replay, int64_t env_steps, const std::vector<Demo> *demos,
                       std::mutex *update_lock = nullptr);
     void sync_target();
+    /// Whether updates take the dense path (agents/dense_mlp.h: the MLP on the CPU, unless
+    /// TrainConfig::autograd_learner) rather than LibTorch's autograd.
+    bool dense() const { return dense_online_ != nullptr; }
     /// |TD error| of transitions under `net` as both online and target (actors' priorities).
     static std::vector<float> td_errors(QNet &net, const std::vector<Transition> &ts,
                                         double gamma_unused = 0);
@@ -54,6 +58,12 @@ public:
 private:
     /// The demonstrations as contiguous rows, built once per demonstration set.
     void cache_demonstrations(const std::vector<Demo> &demos);
+    /// Draws `count` demonstrations (with replacement) into demo_rows_, demo_row_masks_,
+    /// demo_row_actions_ and demo_row_graphs_.
+    void pick_demonstrations(const std::vector<Demo> &demos, int64_t count);
+    /// update() through LibTorch's autograd (any encoder, any device) or by hand (dense()).
+    float update_autograd(const ReplaySample &batch, std::vector<float> *priorities, int64_t D);
+    float update_dense(const ReplaySample &batch, std::vector<float> *priorities, int64_t D);
     const TrainConfig &config_;
     QNetConfig net_config_;
     torch::Device device_;
@@ -67,6 +77,9 @@ private:
     std::vector<float> demo_flat_, demo_rows_;
     std::vector<uint8_t> demo_masks_, demo_row_masks_;
     std::vector<int64_t> demo_actions_, demo_row_actions_;
+    std::vector<const DenseGraph *> demo_row_graphs_;
+    std::unique_ptr<DenseMlp> dense_online_, dense_target_;
+    std::vector<float> dq_, td_;  // the dense path's dL/dQ and TD errors
 };
 
 /// Environment settings for training and evaluation.
@@ -99,9 +112,12 @@ struct ActedStep {
 };
 /// One ε-greedy step of an actor under the mask: acts in `env` and appends the n-step
 /// transitions this step completes to `completed`. The loop every trainer's actors run.
+/// `current` is env's state encoded (empty `flat`: not yet, as after a reset) and becomes the
+/// state after the step, so each state is encoded once.
 ActedStep act_epsilon_greedy(QNet &net, Environment &env, bool with_graph, double eps,
                              std::mt19937_64 &rng, NStepBuilder &nstep,
-                             std::vector<Transition> *completed, TrainProfile *profile = nullptr);
+                             std::vector<Transition> *completed, RlState &current,
+                             TrainProfile *profile = nullptr);
 
 /// Mean of the last `n` values pushed.
 class RunningMean {

@@ -75,13 +75,15 @@ TrainConfig default_config(bool gnn) {
 }
 
 // One Learner::replay_step: prioritized sample of 64 from 5,000 transitions, the update, the
-// priorities written back. Arg 0: MLP (256), 1: GNN (3 rounds of 64, readout 256).
+// priorities written back. Arg 0: MLP (256) on the dense path, 1: GNN (3 rounds of 64, readout
+// 256), 2: the MLP through LibTorch's autograd (what the dense path replaced, side by side).
 void BM_LearnerUpdate(benchmark::State &state) {
     const bool gnn = state.range(0) == 1;
     torch::set_num_threads(1);
     Environment env(unmeasured_env());
     const std::vector<RlState> states = random_walk_states(env, gnn, 2000, 1);
-    const TrainConfig config = default_config(gnn);
+    TrainConfig config = default_config(gnn);
+    config.autograd_learner = state.range(0) == 2;
     Learner learner(config, net_config_for(config, env));
     PrioritizedReplay replay(config.replay_capacity, config.per_alpha, config.seed);
     std::mt19937_64 rng(2);
@@ -131,12 +133,14 @@ const std::vector<std::string> &train_split_names() {
 // A DQN run of 4,000 steps on 4 benchmarks at 0.5 updates per step. It runs twice with the same
 // seed and store: the first run measures every schedule it visits, the second (timed) one
 // retraces it (same seed, same rewards from the store) and finds them all in the store.
+// Arg 0: the learner's dense path, 1: LibTorch's autograd (side by side).
 void BM_DqnWarmStore(benchmark::State &state) {
     const fs::path dir = fs::temp_directory_path() / ("train_bench." + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir / "data");
     for (const std::string &n : train_split_names()) fs::copy_file(bench_file(n), dir / "data" / n);
     TrainConfig c = default_config(false);
+    c.autograd_learner = state.range(0) == 1;
     c.dataset_dir = (dir / "data").string();
     c.store_path = (dir / "store.sqlite").string();
     c.steps = 4000;
@@ -164,10 +168,16 @@ void BM_DqnWarmStore(benchmark::State &state) {
 BENCHMARK(BM_LearnerUpdate)
     ->Arg(0)
     ->Arg(1)
+    ->Arg(2)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_EncodeState)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_GreedyAction)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_DqnWarmStore)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+BENCHMARK(BM_DqnWarmStore)
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
 BENCHMARK_MAIN();
