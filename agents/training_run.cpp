@@ -178,6 +178,7 @@ double TrainingRun::evaluate(QNet &net, Environment &env) {
         std::lock_guard<std::mutex> g(eval_mutex_);
         files = eval_files_;
     }
+    if (c_.eval_benchmarks == 0) return -1;  // evaluation turned off: "-" in progress and metrics
     if (files.empty()) throw looptool::Error("evaluation: no test benchmark left to evaluate on");
     std::vector<FailedBenchmark> failed;
     const double speedup = evaluate_policy(net, env, files, c_.graph(), failed);

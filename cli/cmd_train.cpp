@@ -135,6 +135,9 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--target-update", c.target_update, "Updates between target syncs")
         ->capture_default_str()
         ->check(at_least(1));
+    cmd->add_flag("--autograd-learner", c.autograd_learner,
+                  "MLP updates through LibTorch's autograd instead of the dense oneDNN path "
+                  "(same loss and gradients, slower; for checking)");
     cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")
         ->capture_default_str()
         ->check(positive());
@@ -178,9 +181,10 @@ Run add_train(CLI::App &app) {
                     "Env steps between test evaluations (0: end only)")
         ->capture_default_str()
         ->check(at_least(0));
-    cmd->add_option("--eval-benchmarks", c.eval_benchmarks, "Test benchmarks per evaluation")
+    cmd->add_option("--eval-benchmarks", c.eval_benchmarks,
+                    "Test benchmarks per evaluation (0: no evaluation)")
         ->capture_default_str()
-        ->check(at_least(1));
+        ->check(at_least(0));
     cmd->add_option("--device", c.device, "auto, cpu or cuda")->capture_default_str();
     cmd->add_flag(
         "--profile", c.profile,
@@ -244,10 +248,10 @@ Run add_train(CLI::App &app) {
                                100 * e.seconds / std::max(total, 1e-9),
                                e.count ? std::to_string(e.count) : "");
             }
-            fmt::print(
-                "{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {:.2f}x\n",
-                s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
-                s.eval_speedup);
+            fmt::print("{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {}\n",
+                       s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
+                       s.eval_speedup < 0 ? std::string("- (not evaluated)")
+                                          : fmt::format("{:.2f}x", s.eval_speedup));
             fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,
                        plot.empty() ? "" : "\ncurves: " + plot);
             for (const auto &[file, reason] : s.failed)
