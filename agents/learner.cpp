@@ -41,9 +41,9 @@ Learner::Learner(const TrainConfig &config, const QNetConfig &net_config)
     target->eval();
     optimizer_ = std::make_unique<torch::optim::Adam>(online->parameters(),
                                                       torch::optim::AdamOptions(config.lr));
-    if (!config.autograd_learner && DenseMlp::applies(online)) {
-        dense_online_ = std::make_unique<DenseMlp>(online);
-        dense_target_ = std::make_unique<DenseMlp>(target);
+    if (!config.autograd_learner && DenseQNet::applies(online)) {
+        dense_online_ = std::make_unique<DenseQNet>(online);
+        dense_target_ = std::make_unique<DenseQNet>(target);
     }
 }
 
@@ -177,15 +177,25 @@ float Learner::update_autograd(const ReplaySample &sample, std::vector<float> *p
     return loss.item<float>();
 }
 
-// The same loss and gradients as update_autograd, written out: one forward of the online
-// network over the states, the demonstrations and the next states (one GEMM per layer), one of
-// the target network over the next states, dL/dQ by hand, and DenseMlp::backward over the rows
+// The same loss and gradients as update_autograd, written out (either encoder): one forward of the
+// online network over the states, the demonstrations and the next states (one GEMM per layer), one
+// of the target network over the next states, dL/dQ by hand, and DenseQNet::backward over the rows
 // that carry a gradient.
 float Learner::update_dense(const ReplaySample &s, std::vector<float> *priorities, int64_t D) {
     const int64_t B = s.size, A = s.num_actions;
-    const float *q = dense_online_->forward(
-        {{s.states.data(), B}, {demo_rows_.data(), D}, {s.next_states.data(), B}});
-    const float *qt = dense_target_->forward({{s.next_states.data(), B}});
+    const bool graph = online->uses_graph();
+    graph_ptrs_.clear();
+    if (graph) {  // the states' graphs, then the demonstrations', then the next states'
+        for (const DenseGraph &g : s.graphs) graph_ptrs_.push_back(&g);
+        graph_ptrs_.insert(graph_ptrs_.end(), demo_row_graphs_.begin(),
+                           demo_row_graphs_.begin() + D);
+        for (const DenseGraph &g : s.next_graphs) graph_ptrs_.push_back(&g);
+    }
+    auto graphs_at = [&](int64_t i) { return graph ? graph_ptrs_.data() + i : nullptr; };
+    const float *q = dense_online_->forward({{s.states.data(), B, graphs_at(0)},
+                                             {demo_rows_.data(), D, graphs_at(B)},
+                                             {s.next_states.data(), B, graphs_at(B + D)}});
+    const float *qt = dense_target_->forward({{s.next_states.data(), B, graphs_at(B + D)}});
     auto legal_argmax = [A](const float *row, const uint8_t *mask, const float *add) {
         // As masked(...).argmax(1): illegal actions count as -1e9, the first maximum wins.
         int64_t best = 0;
@@ -322,8 +332,8 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
         target->load(tg);
         optimizer_->load(opt);
         if (dense()) {  // bind to the loaded tensors, whatever load() did to the old ones
-            dense_online_ = std::make_unique<DenseMlp>(online);
-            dense_target_ = std::make_unique<DenseMlp>(target);
+            dense_online_ = std::make_unique<DenseQNet>(online);
+            dense_target_ = std::make_unique<DenseQNet>(target);
         }
         updates = j.value("updates", int64_t{0});
         *counters = j;

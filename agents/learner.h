@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agents/dense_mlp.h"
+#include "agents/dense_qnet.h"
 #include "agents/qnet.h"
 #include "agents/replay.h"
 #include "agents/train_profile.h"
@@ -39,7 +39,7 @@ public:
     float replay_step(PrioritizedReplay &replay, int64_t env_steps, const std::vector<Demo> *demos,
                       std::mutex *update_lock = nullptr);
     void sync_target();
-    /// Whether updates take the dense path (agents/dense_mlp.h: the MLP on the CPU, unless
+    /// Whether updates take the dense path (agents/dense_qnet.h: on the CPU, unless
     /// TrainConfig::autograd_learner) rather than LibTorch's autograd.
     bool dense() const { return dense_online_ != nullptr; }
     /// |TD error| of transitions under `net` as both online and target (actors' priorities).
@@ -78,8 +78,9 @@ private:
     std::vector<uint8_t> demo_masks_, demo_row_masks_;
     std::vector<int64_t> demo_actions_, demo_row_actions_;
     std::vector<const DenseGraph *> demo_row_graphs_;
-    std::unique_ptr<DenseMlp> dense_online_, dense_target_;
-    std::vector<float> dq_, td_;  // the dense path's dL/dQ and TD errors
+    std::unique_ptr<DenseQNet> dense_online_, dense_target_;
+    std::vector<float> dq_, td_;                  // the dense path's dL/dQ and TD errors
+    std::vector<const DenseGraph *> graph_ptrs_;  // and its batch's graphs (gnn)
 };
 
 /// Environment settings for training and evaluation.

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "agents/dense_mlp.h"
+#include "agents/dense_qnet.h"
 #include "agents/policy_checksum.h"
 #include "agents/torch_errors.h"
 #include "looptool/error.h"
@@ -247,14 +247,15 @@ namespace looptune {
 
 int greedy_action(QNet &net, const RlState &s) {
     if (!any_legal(s)) return -1;
-    if (DenseMlp::applies(net)) {
+    if (DenseQNet::applies(net)) {
         // One row through the dense path: ~100 us less LibTorch dispatch per action.
-        DenseMlp dense(net);
+        DenseQNet dense(net);
         if (static_cast<int64_t>(s.flat.size()) != dense.width())
             throw looptool::Error("state has " + std::to_string(s.flat.size()) +
                                   " features, the network expects " +
                                   std::to_string(dense.width()));
-        const float *q = dense.forward({{s.flat.data(), 1}});
+        const DenseGraph *graph = &s.graph;
+        const float *q = dense.forward({{s.flat.data(), 1, net->uses_graph() ? &graph : nullptr}});
         int best = -1;
         for (int a = 0; a < static_cast<int>(dense.num_actions()); ++a)
             if (s.mask[a] && (best < 0 || q[a] > q[best])) best = a;

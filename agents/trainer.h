@@ -61,8 +61,8 @@ struct TrainConfig {
     int64_t learning_starts = 1000;  ///< transitions in replay before learning
     int64_t target_update = 500;     ///< learner updates between target syncs
     double grad_clip = 10;
-    /// MLP updates through LibTorch's autograd instead of the dense path (agents/dense_mlp.h):
-    /// the same loss and gradients, ~5x slower; for checking one against the other.
+    /// Updates through LibTorch's autograd instead of the dense path (agents/dense_qnet.h): the
+    /// same loss and gradients, 3-5x slower; for checking one against the other.
     bool autograd_learner = false;
     double eps_start = 1.0, eps_end = 0.05;
     int64_t eps_decay_steps = 10000;

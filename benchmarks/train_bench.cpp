@@ -75,15 +75,16 @@ TrainConfig default_config(bool gnn) {
 }
 
 // One Learner::replay_step: prioritized sample of 64 from 5,000 transitions, the update, the
-// priorities written back. Arg 0: MLP (256) on the dense path, 1: GNN (3 rounds of 64, readout
-// 256), 2: the MLP through LibTorch's autograd (what the dense path replaced, side by side).
+// priorities written back, on the dense path (agents/dense_qnet.h). Arg 0: MLP (256), 1: GNN (3
+// rounds of 64, readout 256); 2 and 3: the same through LibTorch's autograd (what the dense path
+// replaced, side by side).
 void BM_LearnerUpdate(benchmark::State &state) {
-    const bool gnn = state.range(0) == 1;
+    const bool gnn = state.range(0) % 2 == 1;
     torch::set_num_threads(1);
     Environment env(unmeasured_env());
     const std::vector<RlState> states = random_walk_states(env, gnn, 2000, 1);
     TrainConfig config = default_config(gnn);
-    config.autograd_learner = state.range(0) == 2;
+    config.autograd_learner = state.range(0) >= 2;
     Learner learner(config, net_config_for(config, env));
     PrioritizedReplay replay(config.replay_capacity, config.per_alpha, config.seed);
     std::mt19937_64 rng(2);
@@ -169,6 +170,7 @@ BENCHMARK(BM_LearnerUpdate)
     ->Arg(0)
     ->Arg(1)
     ->Arg(2)
+    ->Arg(3)
     ->Repetitions(5)
     ->ReportAggregatesOnly(true)
     ->Unit(benchmark::kMillisecond);

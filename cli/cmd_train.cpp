@@ -136,7 +136,7 @@ Run add_train(CLI::App &app) {
         ->capture_default_str()
         ->check(at_least(1));
     cmd->add_flag("--autograd-learner", c.autograd_learner,
-                  "MLP updates through LibTorch's autograd instead of the dense oneDNN path "
+                  "Learner updates through LibTorch's autograd instead of the dense oneDNN path "
                   "(same loss and gradients, slower; for checking)");
     cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")
         ->capture_default_str()
