@@ -68,6 +68,7 @@ public:
         return true;
     }
     int cursor() const { return p_.cursor; }
+    const looptool::Computation &comp() const { return *p_.comp; }
     std::vector<Action> take() { return std::move(out_); }
 
 private:
@@ -164,7 +165,9 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k) {
     return f;
 }
 
-std::string ConvTileSchedule::name() const { return fmt::format("conv {}x{} {}", tm, tw, outer); }
+std::string ConvTileSchedule::name() const {
+    return fmt::format("conv {}x{} {}", tm, tw, flat ? "flat" : outer);
+}
 
 namespace {
 
@@ -205,10 +208,18 @@ std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
 }  // namespace
 
 std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {
-    const auto v = conv_vars(c);
+    auto v = conv_vars(c);
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
-    auto extent = [&](int var) { return c.vars[size_t(var)].extent; };
     Builder b(c);
+    if (s.flat) {
+        // ho and wo become one var (wo's role from now on; flatten keeps ho's id and drops
+        // wo's); illegal, so an Error, unless kh and kw are 1 and ho sits right above wo.
+        b.go(b.flat(0, b.depth_of(0, v->ho, 0)));
+        b.act(Action::Flatten);
+        auto var = [w = v->wo](int x) { return x > w ? x - 1 : x; };
+        *v = {var(v->n), var(v->m), -1, var(v->ho), var(v->c), var(v->kh), var(v->kw)};
+    }
+    auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
     const bool ms = b.split(0, v->m, s.tm, extent(v->m));
     const bool ws = b.split(0, v->wo, s.tw, extent(v->wo));
     struct Id {
@@ -216,7 +227,9 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     };
     std::vector<Id> order = {{v->n, 0}};
     const Id m_o{v->m, 0}, ho{v->ho, 0};
-    if (s.outer == "hm") {
+    if (v->ho < 0) {
+        if (ms) order.push_back(m_o);
+    } else if (s.outer == "hm") {
         order.push_back(ho);
         if (ms) order.push_back(m_o);
     } else {
@@ -255,14 +268,15 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     return b.take();
 }
 
-std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo) {
+std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw) {
     std::vector<ConvTileSchedule> f;
     const std::pair<int, int> tiles[] = {{8, 32}, {4, 64}, {8, 16}, {16, 16}, {4, 32}};
     for (auto [tm, tw] : tiles) {
         // A tile wider than the image repeats a narrower one (the whole row is the tile).
-        if (tw > 16 && tw / 2 >= wo) continue;
         if (tm > 8 && tm / 2 >= co) continue;
-        for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer});
+        if (!(tw > 16 && tw / 2 >= wo))
+            for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer});
+        if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true});
     }
     return f;
 }
@@ -294,8 +308,11 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
     // Each family as its action sequences (empty: not expressible for this shape).
     std::vector<std::function<std::vector<Action>()>> family;
     if (conv) {
-        for (const ConvTileSchedule &s :
-             conv_schedule_family(c.vars[size_t(conv->m)].extent, c.vars[size_t(conv->wo)].extent))
+        for (const ConvTileSchedule &s : conv_schedule_family(
+                 c.vars[size_t(conv->m)].extent, c.vars[size_t(conv->wo)].extent,
+                 c.vars[size_t(conv->kh)].extent == 1 && c.vars[size_t(conv->kw)].extent == 1
+                     ? c.vars[size_t(conv->ho)].extent * c.vars[size_t(conv->wo)].extent
+                     : 0))
             family.push_back([&c, s] { return conv_tile_actions(c, s); });
     } else {
         for (const TileSchedule &s : schedule_family(

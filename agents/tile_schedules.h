@@ -55,7 +55,10 @@ struct ConvTileSchedule {
     int tm = 8;   ///< output channels of the register tile (m_i, unrolled)
     int tw = 32;  ///< output columns of the register tile (wo_i, vectorized)
     std::string outer = "mh";
-    std::string name() const;  // e.g. "conv 8x32 mh"
+    /// 1x1 convs: `flatten` ho and wo first (layout action, docs/actions.md), so the tile's
+    /// columns run over ho * wo, contiguous in X and Y; `outer` is then n, m_o, hw_o.
+    bool flat = false;
+    std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat"
 };
 
 /// The actions from the naive nest of a make_conv2d computation (vars found by their role in
@@ -66,8 +69,9 @@ std::vector<looptool::Action> conv_tile_actions(const looptool::Computation &c,
 
 /// The conv variants tried per shape: tiles 8x32, 4x64, 8x16, 16x16, 4x32 (6 to 16
 /// accumulator registers of 16 floats) in both outer orders, tiles wider than wo skipped when
-/// a narrower one already covers it.
-std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo);
+/// a narrower one already covers it; with `hw` > 0 (a 1x1 conv of ho * wo = hw outputs per
+/// channel) also the same tiles `flat` over hw (they need the `layout` action space).
+std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw = 0);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);

@@ -148,8 +148,10 @@ int main(int argc, char **argv) {
             const std::string name = fs::path(file).filename().string();
             if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), name) == wanted.end())
                 continue;
-            Program p = Program::naive(load_program_file(file).comp);
-            const Computation &c = *p.comp;
+            // The loaded computation, held here: a schedule with `flatten` replaces p.comp.
+            const ComputationPtr comp = load_program_file(file).comp;
+            Program p = Program::naive(comp);
+            const Computation &c = *comp;
             std::string method = "base", actions;
             double compile_ms = 0;  // of our side's kernel, when first compiled
             if (auto it = best.find(name); it != best.end()) {
@@ -164,10 +166,11 @@ int main(int argc, char **argv) {
                 Kernel given = jit->compile(p);
                 compile_ms = given.compile_ms;
                 double best_g = measure_kernel(given.fn, c, buf, quick).median_gflops;
-                const Program naive = Program::naive(p.comp);
-                for (const auto &t :
-                     looptune::conv_schedule_family(c.vars[size_t(c.var_index("m"))].extent,
-                                                    c.vars[size_t(c.var_index("wo"))].extent)) {
+                const Program naive = Program::naive(comp);
+                auto extent = [&](const char *v) { return c.vars[size_t(c.var_index(v))].extent; };
+                const bool one = extent("kh") == 1 && extent("kw") == 1;
+                for (const auto &t : looptune::conv_schedule_family(
+                         extent("m"), extent("wo"), one ? extent("ho") * extent("wo") : 0)) {
                     Program q = naive;
                     const auto acts = looptune::conv_tile_actions(c, t);
                     for (Action a : acts) q = apply(q, a);

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <functional>
+#include <memory>
 
 #include "looptool/error.h"
 
@@ -26,6 +29,153 @@ int64_t unrolled_product(const Nest &n) {
         if (l.unroll) p *= l.size + (l.tail > 0 ? 1 : 0);
     return p;
 }
+
+// `flatten` (docs/actions.md): the loop at the cursor (var a) and its child (var b) become one
+// loop over a var p = a * Eb + b of extent Ea * Eb, in the computation too. Legal only where
+// every tensor keeps its row-major layout, so buffers, the reference and the kernel's arguments
+// stay as they were: each access that uses a or b indexes some dimension d by a (coefficient
+// 1, plus terms without b) and d + 1 by b alone (plus vars of extent 1, no offset), the
+// tensor's dimension d + 1 is Eb wide, and every access of that tensor does so at the same d.
+// The two dimensions become one indexed by A_d * Eb + A_{d+1}, affine again in p.
+struct FlattenPlan {
+    int a = -1, b = -1;
+    std::vector<int> dim;  // per tensor: the fused dimension d, -1 untouched, -2 not accessed
+};
+
+const char *flatten_plan(const Program &p, const Nest &nest, int depth, FlattenPlan &plan) {
+    const Computation &c = *p.comp;
+    if (depth + 1 >= int(nest.loops.size())) return "the loop is the innermost of its nest";
+    const int a = nest.loops[size_t(depth)].var, b = nest.loops[size_t(depth) + 1].var;
+    if (a == b) return "the child loop has the same variable";
+    const int64_t ea = c.vars[size_t(a)].extent, eb = c.vars[size_t(b)].extent;
+    if (ea * eb > kMaxExtent) return "the flattened loop would exceed the largest extent";
+    if (c.var_index(c.vars[size_t(a)].name + "_" + c.vars[size_t(b)].name) >= 0)
+        return "a variable already has the flattened loop's name";
+    // Every nest over a or b loops over both, once each, unsplit and plain, b right inside a.
+    for (const Nest &n : p.tree.nests) {
+        int ia = -1, ib = -1, count = 0;
+        for (size_t d = 0; d < n.loops.size(); ++d) {
+            const Loop &l = n.loops[d];
+            if (l.var != a && l.var != b) continue;
+            ++count;
+            (l.var == a ? ia : ib) = int(d);
+            if (l.tail != 0 || l.size != c.vars[size_t(l.var)].extent)
+                return "the two variables must not be split";
+            if (l.unroll || l.vectorize) return "the two loops must not be unrolled or vectorized";
+        }
+        if (count == 0) continue;
+        if (count != 2 || ia < 0 || ib != ia + 1)
+            return "in every nest the two loops must be adjacent, in this order";
+    }
+    plan = {a, b, std::vector<int>(c.tensors.size(), -2)};
+    auto check = [&](const Access &acc) -> const char * {
+        int d = -1;
+        for (size_t i = 0; i < acc.index.size(); ++i) {
+            const Affine &f = acc.index[i];
+            if (f.coef_of(a) == 0) continue;
+            if (d >= 0) return "the first variable indexes two dimensions of a tensor";
+            if (f.coef_of(a) != 1) return "the first variable has a coefficient other than 1";
+            if (f.coef_of(b) != 0) return "one tensor dimension uses both variables";
+            d = int(i);
+        }
+        for (size_t i = 0; i < acc.index.size(); ++i)
+            if (acc.index[i].coef_of(b) != 0 && (d < 0 || int(i) != d + 1))
+                return "the second variable indexes a dimension not right after the first's";
+        if (d >= 0) {
+            if (size_t(d) + 1 >= acc.index.size()) return "no tensor dimension after the first's";
+            const Affine &g = acc.index[size_t(d) + 1];
+            if (g.offset != 0) return "the second variable's dimension has an offset";
+            for (const auto &t : g.terms)
+                if (t.var == b ? t.coef != 1 : c.vars[size_t(t.var)].extent != 1)
+                    return "the second variable's dimension has other terms";
+            if (g.coef_of(b) != 1) return "the second variable does not follow the first";
+            if (c.tensors[size_t(acc.tensor)].shape[size_t(d) + 1] != eb)
+                return "the second variable does not span its tensor dimension";
+        }
+        int &have = plan.dim[size_t(acc.tensor)];
+        if (have != -2 && have != d) return "a tensor is accessed two ways";
+        have = d;
+        return nullptr;
+    };
+    for (const Statement &s : c.stmts) {
+        if (const char *why = check(s.out)) return why;
+        std::vector<const Access *> reads;
+        collect_reads(s.value, reads);
+        for (const Access *r : reads)
+            if (const char *why = check(*r)) return why;
+    }
+    return nullptr;
+}
+
+void add_term(Affine &f, int var, int64_t coef) {
+    for (auto &t : f.terms)
+        if (t.var == var) {
+            t.coef += coef;
+            return;
+        }
+    f.terms.push_back({var, coef});
+}
+
+Program apply_flatten(const Program &p, const FlattenPlan &plan, LoopTree::Pos pos) {
+    const Computation &c = *p.comp;
+    const int a = plan.a, b = plan.b;
+    const int64_t eb = c.vars[size_t(b)].extent;
+    auto var = [b](int v) { return v > b ? v - 1 : v; };
+    auto access = [&](const Access &acc) {
+        const int d = plan.dim[size_t(acc.tensor)];
+        Access out{acc.tensor, {}};
+        for (size_t i = 0; i < acc.index.size(); ++i) {
+            const Affine &f = acc.index[i];
+            if (int(i) == d + 1 && d >= 0) continue;
+            const int64_t scale = int(i) == d ? eb : 1;
+            Affine g{{}, f.offset * scale};
+            for (const auto &t : f.terms) add_term(g, var(t.var), t.var == a ? 1 : t.coef * scale);
+            if (int(i) == d)  // A_{d+1}: b (now inside p) and vars of extent 1
+                for (const auto &t : acc.index[i + 1].terms)
+                    if (t.var != b) add_term(g, var(t.var), t.coef);
+            out.index.push_back(std::move(g));
+        }
+        return out;
+    };
+    std::function<Expr(const Expr &)> expr = [&](const Expr &e) {
+        Expr r = e;
+        if (e.op == OpKind::Read) r.access = access(e.access);
+        for (Expr &arg : r.args) arg = expr(arg);
+        return r;
+    };
+    Computation q;
+    q.name = c.name;
+    for (size_t v = 0; v < c.vars.size(); ++v) {
+        if (int(v) == b) continue;
+        Var x = c.vars[v];
+        if (int(v) == a) x = {x.name + "_" + c.vars[size_t(b)].name, x.extent * eb};
+        q.vars.push_back(std::move(x));
+    }
+    q.tensors = c.tensors;
+    for (size_t t = 0; t < q.tensors.size(); ++t)
+        if (int d = plan.dim[t]; d >= 0) {
+            auto &shape = q.tensors[t].shape;
+            shape[size_t(d)] *= shape[size_t(d) + 1];
+            shape.erase(shape.begin() + d + 1);
+        }
+    for (const Statement &s : c.stmts) q.stmts.push_back({access(s.out), s.reduce, expr(s.value)});
+    q.validate();
+    Program r;
+    r.comp = std::make_shared<const Computation>(std::move(q));
+    r.tree = p.tree;
+    for (Nest &n : r.tree.nests) {
+        for (size_t d = 0; d < n.loops.size(); ++d)
+            if (n.loops[d].var == a) {
+                n.loops[d].size *= eb;
+                n.loops.erase(n.loops.begin() + std::ptrdiff_t(d) + 1);
+                break;
+            }
+        for (Loop &l : n.loops) l.var = var(l.var);
+    }
+    r.cursor = r.tree.flat(pos);
+    validate_loop_tree(*r.comp, r.tree);
+    return r;
+}
 }  // namespace
 
 const char *action_name(Action a) { return kActionInfo[int(a)].name; }
@@ -48,8 +198,15 @@ ActionSpace ActionSpace::preset(std::string_view name) {
         return {"looptune",
                 {Action::Up, Action::Down, Action::SwapUp, Action::SwapDown, Action::Split4,
                  Action::Split8, Action::Split16}};
-    if (name == "full") return {"full", all_actions()};
-    throw Error(fmt::format("unknown action space '{}' (known: looptune, full)", name));
+    if (name == "full") {
+        // The space the shipped policy was trained on (one network output per action): every
+        // action but the layout action `flatten`, which only `layout` adds.
+        std::vector<Action> v = all_actions();
+        std::erase(v, Action::Flatten);
+        return {"full", v};
+    }
+    if (name == "layout") return {"layout", all_actions()};
+    throw Error(fmt::format("unknown action space '{}' (known: looptune, full, layout)", name));
 }
 
 int ActionSpace::index_of(Action a) const {
@@ -111,6 +268,10 @@ const char *why_illegal(const Program &p, Action a) {
             if (cur.size < 2) return "the loop has a single iteration";
             if (cur.size > kMaxVectorWidth) return "the loop is wider than the widest vector";
             return nullptr;
+        case Action::Flatten: {
+            FlattenPlan plan;
+            return flatten_plan(p, nest, pos.depth, plan);
+        }
         LT_SPLIT_CASES break;  // answered above, from split_factor
     }
     // clang-format on
@@ -160,6 +321,12 @@ ApplyResult try_apply(const Program &p, Action a) {
         case Action::Unroll: loops[d].unroll = true; break;
         // clang-format off
         case Action::Vectorize: loops[d].vectorize = true; break;
+        case Action::Flatten: {
+            FlattenPlan plan;
+            LT_CHECK(!flatten_plan(p, p.tree.nests[size_t(pos.nest)], pos.depth, plan),
+                     "flatten: legal above, illegal now");
+            return {true, nullptr, apply_flatten(p, plan, pos)};
+        }
         LT_SPLIT_CASES LT_CHECK(false, "splits are applied above");
     }
     // clang-format on

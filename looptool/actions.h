@@ -27,15 +27,16 @@ namespace looptool {
     X(Split256, "split_256", 256) \
     X(Split512, "split_512", 512) \
     X(Split1024, "split_1024", 1024)
-#define LOOPTOOL_ACTIONS(X)     \
-    X(Up, "up", 0)              \
-    X(Down, "down", 0)          \
-    X(SwapUp, "swap_up", 0)     \
-    X(SwapDown, "swap_down", 0) \
-    LOOPTOOL_SPLITS(X)          \
-    X(Merge, "merge", 0)        \
-    X(Unroll, "unroll", 0)      \
-    X(Vectorize, "vectorize", 0)
+#define LOOPTOOL_ACTIONS(X)      \
+    X(Up, "up", 0)               \
+    X(Down, "down", 0)           \
+    X(SwapUp, "swap_up", 0)      \
+    X(SwapDown, "swap_down", 0)  \
+    LOOPTOOL_SPLITS(X)           \
+    X(Merge, "merge", 0)         \
+    X(Unroll, "unroll", 0)       \
+    X(Vectorize, "vectorize", 0) \
+    X(Flatten, "flatten", 0)
 
 /// `case Action::Split2: ... case Action::Split1024:`, every split. clang-format takes the macro
 /// for a statement: the lines that use it are kept as written (`// clang-format off`).
@@ -70,8 +71,9 @@ struct ActionSpace {
     std::string name;
     std::vector<Action> actions;
 
-    /// `looptune` (LoopTune's 7 training actions) or `full` (every action). Throws Error for
-    /// an unknown name.
+    /// `looptune` (LoopTune's 7 training actions), `full` (every action but the layout action
+    /// `flatten`: the space the shipped policy was trained on) or `layout` (every action).
+    /// Throws Error for an unknown name.
     static ActionSpace preset(std::string_view name);
     /// Index of `a` in this space, or -1.
     int index_of(Action a) const;

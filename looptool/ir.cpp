@@ -225,6 +225,16 @@ void validate_expr(const Computation &c, const Expr &e, const std::string &where
 }
 }  // namespace
 
+bool same_storage(const Computation &a, const Computation &b) {
+    if (a.name != b.name || a.tensors.size() != b.tensors.size()) return false;
+    for (size_t t = 0; t < a.tensors.size(); ++t) {
+        const Tensor &x = a.tensors[t], &y = b.tensors[t];
+        if (x.name != y.name || x.kind != y.kind || x.num_elements() != y.num_elements())
+            return false;
+    }
+    return true;
+}
+
 void Computation::validate() const {
     if (vars.empty()) throw Error(fmt::format("computation {}: no index variables", name));
     for (const auto &v : vars) {

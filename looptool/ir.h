@@ -143,6 +143,10 @@ bool reads_tensor(const Statement &s, int t);
 /// no offset, and that var spans the dimension: an injective map onto every element.
 bool is_identity_cover(const Computation &c, const Access &a);
 
+/// True when `a` and `b` hold the same tensors (names, kinds, element counts, in order): the
+/// same buffers serve both. A `flatten` keeps it (it only merges tensor dimensions).
+bool same_storage(const Computation &a, const Computation &b);
+
 using ComputationPtr = std::shared_ptr<const Computation>;
 
 /// Limits on sizes a user may ask for (a tensor above 2^31 elements is absurd here).

@@ -39,6 +39,7 @@ struct State {
     std::vector<Value *> ptr;    // per slot: run-time base pointer (one GEP per loop level)
     std::vector<int64_t> mult;   // per slot: the pointer is base + mult*k elements
     std::vector<Tile *> tiles;   // active register tiles (owned by the emit() that started them)
+    int64_t lanes = 1;           // real lanes of the vector piece being emitted (masked: < w)
 };
 
 int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); }
@@ -114,8 +115,16 @@ private:
         b_.CreateAlignedStore(v, addr(slot, st, extra), align_at(slot, st, extra));
     }
     Value *load(int slot, State &st, int vvar, int64_t w);
-    Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride);
-    void store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, Value *v);
+    /// `w` lanes `stride` apart from `off`; only the first `lanes` are read (the rest are
+    /// zero for stride 1, poison otherwise) or written.
+    Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, int64_t lanes);
+    void store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, int64_t lanes,
+                     Value *v);
+    Value *lane_mask(int64_t w, int64_t lanes) {
+        std::vector<llvm::Constant *> bits;
+        for (int64_t l = 0; l < w; ++l) bits.push_back(b_.getInt1(l < lanes));
+        return llvm::ConstantVector::get(bits);
+    }
     Value *eval(const Expr &e, State &st, int vvar, int64_t w);
     Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w);
 
@@ -148,12 +157,18 @@ Value *NestEmitter::addr(int slot, const State &st, int64_t off) {
     return b_.CreateInBoundsGEP(f32_, base, b_.getInt64(uint64_t(off)));
 }
 
-Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride) {
+Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
+                               int64_t lanes) {
     if (w == 1) return load_at(f32_, slot, st, off);
+    if (stride == 1 && lanes < w) {
+        const llvm::Align al = align_at(slot, st, off);
+        return b_.CreateMaskedLoad(vec_type(w), addr(slot, st, off), al, lane_mask(w, lanes),
+                                   llvm::Constant::getNullValue(vec_type(w)));
+    }
     if (stride == 1) return load_at(vec_type(w), slot, st, off);
     if (stride == 0) return b_.CreateVectorSplat(unsigned(w), load_at(f32_, slot, st, off));
     Value *v = llvm::PoisonValue::get(vec_type(w));
-    for (int64_t l = 0; l < w; ++l) {
+    for (int64_t l = 0; l < lanes; ++l) {
         Value *x = load_at(f32_, slot, st, off + l * stride);
         v = b_.CreateInsertElement(v, x, uint64_t(l));
     }
@@ -161,21 +176,25 @@ Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int6
 }
 
 void NestEmitter::store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
-                              Value *v) {
-    if (w == 1 || stride == 1) {
+                              int64_t lanes, Value *v) {
+    if (w > 1 && stride == 1 && lanes < w) {
+        const llvm::Align al = align_at(slot, st, off);
+        b_.CreateMaskedStore(v, addr(slot, st, off), al, lane_mask(w, lanes));
+    } else if (w == 1 || stride == 1) {
         store_at(v, slot, st, off);
     } else if (stride == 0) {
+        LT_CHECK(lanes == w, "a masked piece of a vectorized reduction var");
         // Sequential writes of every lane to one element leave the last lane's value.
         store_at(b_.CreateExtractElement(v, uint64_t(w - 1)), slot, st, off);
     } else {
-        for (int64_t l = 0; l < w; ++l)
+        for (int64_t l = 0; l < lanes; ++l)
             store_at(b_.CreateExtractElement(v, uint64_t(l)), slot, st, off + l * stride);
     }
 }
 
 Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
     int64_t stride = w > 1 ? plan_.slots[size_t(slot)].coef[size_t(vvar)] : 0;
-    return load_lanes(slot, st, static_offset(slot, st), w, stride);
+    return load_lanes(slot, st, static_offset(slot, st), w, stride, w > 1 ? st.lanes : 1);
 }
 
 Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
@@ -219,10 +238,11 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
     const int out = plan_.slot(stmt.out);
     const int64_t off = static_offset(out, st);
     const int64_t stride = w > 1 ? plan_.slots[size_t(out)].coef[size_t(vvar)] : 0;
+    const int64_t lanes = w > 1 ? st.lanes : 1;
     sum_.static_statements++;
     for (Tile *t : st.tiles) {
         if (t->stmt != s) continue;
-        auto it = t->acc.find(AccKey{off, w, stride});
+        auto it = t->acc.find(AccKey{off, w, stride, lanes});
         LT_CHECK(it != t->acc.end(), "a statement copy outside its register tile's accumulators");
         Value *&acc = it->second;
         acc = update(stmt, acc, st, vvar, w);
@@ -230,7 +250,7 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
     }
     if (stmt.reduce == ReduceKind::Sum) zero_started_[size_t(s)] = false;
     if (stmt.reduce == ReduceKind::None) {
-        store_lanes(out, st, off, w, stride, eval(stmt.value, st, vvar, w));
+        store_lanes(out, st, off, w, stride, lanes, eval(stmt.value, st, vvar, w));
     } else if (w > 1 && stride == 0) {
         // A vectorized reduction var: horizontal reduce-add into the scalar.
         const llvm::Align al = align_at(out, st, off);
@@ -241,8 +261,8 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
         sum->setHasAllowReassoc(true);
         b_.CreateAlignedStore(sum, p, al);
     } else {
-        Value *old = load_lanes(out, st, off, w, stride);
-        store_lanes(out, st, off, w, stride, update(stmt, old, st, vvar, w));
+        Value *old = load_lanes(out, st, off, w, stride, lanes);
+        store_lanes(out, st, off, w, stride, lanes, update(stmt, old, st, vvar, w));
     }
 }
 
@@ -315,7 +335,7 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
             init =
                 b_.CreateInsertElement(llvm::Constant::getNullValue(vec_type(k.w)), x, uint64_t(0));
         } else {
-            init = load_lanes(out, st, k.off, k.w, k.stride);
+            init = load_lanes(out, st, k.off, k.w, k.stride, k.lanes);
         }
         t->acc[k] = init;
     }
@@ -332,9 +352,9 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
             auto *sum = llvm::cast<llvm::Instruction>(
                 b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(f32_), v));
             sum->setHasAllowReassoc(true);
-            store_lanes(out, st, k.off, 1, 0, sum);
+            store_lanes(out, st, k.off, 1, 0, 1, sum);
         } else {
-            store_lanes(out, st, k.off, k.w, k.stride, v);
+            store_lanes(out, st, k.off, k.w, k.stride, k.lanes, v);
         }
     }
     if (!t.zero_start) zero_started_[size_t(t.stmt)] = false;
@@ -369,10 +389,11 @@ void NestEmitter::emit(size_t d, State st) {
     switch (plan_.expansion(d, total)) {
         case Expansion::Vector:
             if (poll) emit_poll();
-            for (const VectorPiece &piece : vector_pieces(total)) {
+            for (const VectorPiece &piece : plan_.pieces(total)) {
                 State s2 = st;
                 s2.stat[v] = base + piece.start;
-                s2.avail[v] = piece.width;
+                s2.avail[v] = piece.lanes;
+                s2.lanes = piece.lanes;
                 emit_stmts(s2, int(v), piece.width);
             }
             break;

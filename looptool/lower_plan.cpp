@@ -19,14 +19,24 @@ Expansion expand(const Loop &l, int64_t total, int64_t chunk, bool vector_safe) 
     return Expansion::Loop;
 }
 
-std::vector<VectorPiece> vector_pieces(int64_t total) {
+std::vector<VectorPiece> vector_pieces(int64_t total, bool masked) {
     std::vector<VectorPiece> pieces;
     for (int64_t start = 0; start < total;) {
         int64_t w = 1;
         while (w * 2 <= total - start) w *= 2;
-        pieces.push_back({start, w});
+        pieces.push_back({start, w, w});
         start += w;
     }
+    if (!masked) return pieces;
+    // The narrow pieces at the end (at least two) become one masked piece.
+    size_t first = pieces.size();
+    while (first > 0 && pieces[first - 1].width < kMaskedPieceMax) --first;
+    if (pieces.size() - first < 2) return pieces;
+    const int64_t start = pieces[first].start, lanes = total - start;
+    int64_t w = 1;
+    while (w < lanes) w *= 2;
+    pieces.resize(first);
+    pieces.push_back({start, w, lanes});
     return pieces;
 }
 
@@ -153,7 +163,7 @@ int64_t emission_cost(const NestPlan &p, size_t d, std::vector<int64_t> &avail, 
     int64_t n = 0;
     const Expansion e = p.expansion(d, total);
     if (e == Expansion::Vector) {
-        n = int64_t(nest.stmts.size() * vector_pieces(total).size());
+        n = int64_t(nest.stmts.size() * p.pieces(total).size());
     } else {
         avail[v] = chunk;
         if (nfull > 0) {
@@ -190,6 +200,12 @@ NestPlan plan_nest(const Computation &c, const Nest &nest, const TreeContext &tr
     for (size_t d = 0; d < nest.loops.size(); ++d) p.inner.push_back(inner_coverage(nest, int(d)));
     add_slots(c, p);
     p.vector_safe = vector_safe(c, nest);
+    for (const Loop &l : nest.loops)
+        if (l.vectorize) {
+            p.masked_tails = true;
+            for (int o : p.out_slot)
+                if (p.slots[size_t(o)].coef[size_t(l.var)] == 0) p.masked_tails = false;
+        }
     for (int s : nest.stmts) {
         const int r = region_start(c, nest, s);
         p.region.push_back(r);
@@ -235,7 +251,7 @@ void collect_keys(const NestPlan &p, const Slot &o, size_t d, std::vector<int64_
         return x;
     };
     if (d == p.nest.loops.size()) {
-        keys.push_back({off(), 1, 0});
+        keys.push_back({off(), 1, 0, 1});
         return;
     }
     const size_t v = size_t(p.nest.loops[d].var);
@@ -244,9 +260,9 @@ void collect_keys(const NestPlan &p, const Slot &o, size_t d, std::vector<int64_
     const Expansion e = p.expansion(d, total);
     if (e == Expansion::Vector) {
         // As emit_stmt keys them: a one-lane piece is a scalar (stride 0).
-        for (const VectorPiece &piece : vector_pieces(total)) {
+        for (const VectorPiece &piece : p.pieces(total)) {
             stat[v] = base + piece.start;
-            keys.push_back({off(), piece.width, piece.width > 1 ? o.coef[v] : 0});
+            keys.push_back({off(), piece.width, piece.width > 1 ? o.coef[v] : 0, piece.lanes});
         }
         return;
     }
@@ -279,7 +295,7 @@ std::optional<std::vector<AccKey>> tile_keys(const NestPlan &plan, size_t pos, s
     int64_t regs = 0;
     for (size_t k = 0; k < keys.size(); ++k) {
         regs += (keys[k].w + 15) / 16;
-        const int64_t lanes = keys[k].stride == 0 ? 1 : keys[k].w;
+        const int64_t lanes = keys[k].stride == 0 ? 1 : keys[k].lanes;
         for (int64_t l = 0; l < lanes; ++l)
             if (!owner.emplace(keys[k].off + l * keys[k].stride, k).second) return std::nullopt;
     }

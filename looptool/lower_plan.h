@@ -41,17 +41,23 @@ enum class Expansion {
 /// one full chunk become static copies; the rest are run-time loops.
 Expansion expand(const Loop &l, int64_t total, int64_t chunk, bool vector_safe);
 
-/// A piece of a Vector-expanded loop: `width` lanes from element `start` of its range.
+/// A piece of a Vector-expanded loop: a `width`-lane vector from element `start` of its
+/// range, of which the first `lanes` are real (lanes < width: a masked piece).
 struct VectorPiece {
-    int64_t start = 0, width = 0;
+    int64_t start = 0, width = 0, lanes = 0;
 };
+/// Widest vector register in floats (AVX-512); masked pieces are at most this wide.
+inline constexpr int64_t kMaskedPieceMax = 16;
 /// How a Vector-expanded loop of `total` elements is emitted: power-of-two pieces, largest
 /// first (24 -> 16 + 8, 56 -> 32 + 16 + 8). LLVM legalizes an odd width such as <24 x float>
 /// through the stack lane by lane: an 8x32 conv register tile whose 24-column tail was one
 /// <24 x float> ran at 4.7 GFLOPS and took 127 ms to compile; with a 16 + 8 tail 96.5 GFLOPS
-/// and 22 ms (docs/performance.md, section m). The cost estimate, the tile keys and emission all
-/// cut a vector loop with this.
-std::vector<VectorPiece> vector_pieces(int64_t total);
+/// and 22 ms (docs/performance.md, section m). With `masked`, two or more pieces narrower than
+/// kMaskedPieceMax become one masked piece of the next power of two (14 -> 16 with 14 lanes,
+/// 7 -> 8 with 7, 27 -> 16 + 16 with 11; 24 stays 16 + 8): a 14-column conv row is one FMA
+/// per output channel instead of three (section m). The cost estimate, the tile keys and
+/// emission all cut a vector loop with this.
+std::vector<VectorPiece> vector_pieces(int64_t total, bool masked = false);
 
 enum class NestMode {
     Static,   ///< annotations honoured as written
@@ -71,12 +77,19 @@ struct NestPlan {
     /// Vector code runs each statement for all lanes before the next one; safe when every
     /// tensor written in the nest is accessed through one index expression by all its users.
     bool vector_safe = true;
+    /// The vectorized loop's tail may be a masked piece (vector_pieces): every leaf statement
+    /// writes an element per lane (no vectorized reduction var), so the lanes past the real
+    /// ones are never stored; loads and stores of them are masked.
+    bool masked_tails = false;
     std::vector<int> region;       ///< per leaf statement: depth its register tile starts, or -1
     std::vector<bool> zero_start;  ///< per leaf statement: that tile starts at zero (no load)
     int64_t cost = 0;              ///< emission cost of `nest` (LowerOptions::max_emission_cost)
 
     Expansion expansion(size_t depth, int64_t total) const {
         return expand(nest.loops[depth], total, inner[depth], vector_safe);
+    }
+    std::vector<VectorPiece> pieces(int64_t total) const {
+        return vector_pieces(total, masked_tails);
     }
     int slot(const Access &a) const;
     /// Position of statement s among the leaf statements.
@@ -88,10 +101,12 @@ std::vector<NestPlan> plan_nests(const Computation &c, const LoopTree &tree,
                                  const LowerOptions &options);
 
 /// A register-tile accumulator: `w` lanes starting at element `off` relative to the output
-/// slot's current base pointer, `stride` elements apart. stride 0 with w > 1 holds w partial
-/// sums of one element (a vectorized reduction var), added up when stored.
+/// slot's current base pointer, `stride` elements apart, the first `lanes` of them real.
+/// stride 0 with w > 1 holds w partial sums of one element (a vectorized reduction var),
+/// added up when stored.
 struct AccKey {
     int64_t off = 0, w = 1, stride = 0;
+    int64_t lanes = 1;  ///< real lanes (< w: a masked accumulator)
     auto operator<=>(const AccKey &) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "looptool/error.h"
+#include "looptool/text_format.h"
 #include "looptool/verify.h"
 #include "test_util.h"
 
@@ -45,7 +46,7 @@ std::string illegal_message(const Program &p, Action a) {
 }  // namespace
 
 TEST(Actions, TheListHasUniqueNamesAndSplitFactors) {
-    EXPECT_EQ(kNumActions, 17);
+    EXPECT_EQ(kNumActions, 18);
     std::set<std::string> names;
     for (Action a : all_actions()) {
         names.insert(action_name(a));
@@ -74,9 +75,16 @@ TEST(Actions, Presets) {
                                    Action::Split4, Action::Split8, Action::Split16}));
     EXPECT_EQ(lt.index_of(Action::Split8), 5);
     EXPECT_EQ(lt.index_of(Action::Merge), -1);
+    // `full` stays the 17 actions the shipped policy has one output each for; `layout` adds
+    // `flatten`, last.
     ActionSpace full = ActionSpace::preset("full");
-    EXPECT_EQ(full.actions, all_actions());
-    EXPECT_EQ(full.size(), size_t(kNumActions));
+    EXPECT_EQ(full.size(), size_t(17));
+    EXPECT_EQ(full.index_of(Action::Flatten), -1);
+    EXPECT_EQ(full.index_of(Action::Vectorize), 16);
+    ActionSpace layout = ActionSpace::preset("layout");
+    EXPECT_EQ(layout.actions, all_actions());
+    EXPECT_EQ(layout.size(), size_t(kNumActions));
+    EXPECT_EQ(layout.index_of(Action::Flatten), 17);
     try {
         ActionSpace::preset("tiny");
         FAIL() << "expected an Error";
@@ -380,4 +388,78 @@ TEST(ActionParsing, CsvErrorsNameTheFileTheLineAndTheAction) {
     m = message("split_4,bogus\n");
     EXPECT_NE(m.find("seq.csv:1"), std::string::npos) << m;
     EXPECT_NE(m.find("bogus"), std::string::npos) << m;
+}
+
+// `flatten` on a 1x1 conv: output rows and columns become one loop and one tensor dimension
+// (the buffers keep their layout), then the usual tile over it; every step verified.
+TEST(Flatten, FusesOutputRowsAndColumnsOfA1x1Conv) {
+    auto c = std::make_shared<Computation>(make_conv2d(1, 5, 6, 7, 3, 1, 1));
+    Program p = Program::naive(c);  // n, c, ho, wo, kh, kw, m | n, ho, wo, m
+    p.cursor = 2;                   // ho
+    ASSERT_EQ(why_illegal(p, Action::Flatten), nullptr);
+    Program q = apply(p, Action::Flatten);
+    const Computation &f = *q.comp;
+    EXPECT_EQ(f.vars.size(), 6u);
+    EXPECT_EQ(f.vars[2].name, "ho_wo");
+    EXPECT_EQ(f.vars[2].extent, 42);
+    EXPECT_EQ(f.tensors[0].shape, (std::vector<int64_t>{1, 5, 42}));    // X
+    EXPECT_EQ(f.tensors[1].shape, (std::vector<int64_t>{3, 5, 1, 1}));  // W untouched
+    EXPECT_EQ(f.tensors[3].shape, (std::vector<int64_t>{1, 3, 42}));    // Y
+    EXPECT_TRUE(same_storage(f, *c));
+    EXPECT_EQ(q.cursor, 2);
+    EXPECT_EQ(q.tree.nests[0].loops.size(), 6u);
+    EXPECT_EQ(q.tree.nests[1].loops.size(), 3u);
+    EXPECT_EQ(q.tree.nests[1].loops[1].size, 42);
+    EXPECT_TRUE(verify_schedule(q).ok);
+    // The fused loop schedules like any other: split, move inward, vectorize.
+    for (Action a : {Action::Split16, Action::Down, Action::SwapDown, Action::SwapDown,
+                     Action::SwapDown, Action::Vectorize}) {
+        q = apply(q, a);
+        EXPECT_TRUE(verify_schedule(q).ok) << action_name(a) << "\n" << dump(q, false);
+    }
+}
+
+TEST(Flatten, IllegalWhereTheLayoutWouldChange) {
+    // 3x3 conv: X's columns are wo + kw (kw spans 3), not wo alone.
+    Program conv = Program::naive(std::make_shared<Computation>(make_conv2d(1, 2, 6, 7, 3, 3, 3)));
+    conv.cursor = 2;
+    ASSERT_NE(why_illegal(conv, Action::Flatten), nullptr);
+    EXPECT_STREQ(why_illegal(conv, Action::Flatten),
+                 "the second variable's dimension has other terms");
+    // matmul m, k, n: A[m, k] fuses but T[m, n] uses m without k.
+    Program mm = matmul_program(4, 5, 6);
+    EXPECT_NE(why_illegal(mm, Action::Flatten), nullptr);
+    mm.cursor = 1;  // k, n: A[m, k] has k without n
+    EXPECT_NE(why_illegal(mm, Action::Flatten), nullptr);
+    mm.cursor = 2;  // innermost
+    EXPECT_STREQ(why_illegal(mm, Action::Flatten), "the loop is the innermost of its nest");
+    // Split or swapped loops: not adjacent and whole any more.
+    Program add = Program::naive(std::make_shared<Computation>(make_elementwise_add(6, 10)));
+    ASSERT_EQ(why_illegal(add, Action::Flatten), nullptr);
+    EXPECT_NE(why_illegal(apply(add, Action::Split2), Action::Flatten), nullptr);
+    EXPECT_NE(why_illegal(apply(add, Action::SwapDown), Action::Flatten), nullptr);
+    Program flat = apply(add, Action::Flatten);
+    EXPECT_EQ(flat.comp->tensors[0].shape, (std::vector<int64_t>{60}));
+    EXPECT_TRUE(verify_schedule(flat).ok);
+    EXPECT_NE(why_illegal(flat, Action::Flatten), nullptr);  // one loop left
+}
+
+// Random legal sequences of the `layout` space on 1x1 convs and elementwise adds, flatten
+// among them: every one verified against the interpreter.
+TEST(Flatten, RandomLayoutSequencesVerify) {
+    std::mt19937_64 rng(15);
+    const ActionSpace space = ActionSpace::preset("layout");
+    int flattened = 0;
+    for (int i = 0; i < 120; ++i) {
+        auto c =
+            std::make_shared<Computation>(i % 2 ? make_conv2d(1, 3, 5 + i % 4, 7 + i % 3, 4, 1, 1)
+                                                : make_elementwise_add(3 + i % 5, 17 + i % 3));
+        Program p = Program::naive(c);
+        p.cursor = i % p.tree.num_loops();
+        if (i % 3 == 0 && is_legal(p, Action::Flatten)) p = apply(p, Action::Flatten);
+        p = tests::random_walk(p, rng, 12, space);
+        flattened += p.comp->vars.size() < c->vars.size();
+        ASSERT_TRUE(verify_schedule(p).ok) << dump(p, false);
+    }
+    EXPECT_GT(flattened, 20);
 }

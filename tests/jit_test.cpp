@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "agents/tile_schedules.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
 #include "looptool/lower.h"
@@ -158,6 +159,50 @@ TEST(Jit, VectorizeWithTail) {
     // Gathers and scatters: vectorize m (stride k in A, stride n in C).
     Program gather = apply_all(matmul_program(20, 7, 5), "swap_down, swap_down, vectorize");
     EXPECT_TRUE(matches_reference(shared_jit(), gather));
+}
+
+// Masked pieces (vector_pieces): 14, 7 and 27 output columns of a conv tile, each row one
+// masked vector (its lanes past the row neither loaded nor stored: X's last row ends the buffer).
+TEST(Jit, MaskedVectorTailsMatchTheReference) {
+    for (auto [h, w, tm, tw] :
+         {std::tuple{6, 16, 4, 32}, {5, 9, 8, 16}, {4, 29, 4, 64}, {4, 29, 8, 16}, {3, 5, 2, 32}}) {
+        Program p = program_of(make_conv2d(1, 3, h, w, 5, 3, 3));
+        for (Action a : looptune::conv_tile_actions(p.computation(), {tm, tw, "hm"}))
+            p = apply(p, a);
+        EXPECT_TRUE(matches_reference(shared_jit(), p)) << h << "x" << w;
+        if (w - 2 != 16 && w - 2 != 8)
+            EXPECT_NE(lower_to_llvm_ir(p).ir.find("llvm.masked.store"), std::string::npos)
+                << h << "x" << w;
+    }
+    // Gathers and scatters in a masked piece: m vectorized (stride n in T and Y).
+    Program gather = apply_all(program_of(make_elementwise_add(14, 5)), "swap_down, vectorize");
+    EXPECT_TRUE(matches_reference(shared_jit(), gather));
+}
+
+// 1x1 convs and elementwise adds in the `layout` space (flatten among the actions): random
+// schedules, each kernel against the reference.
+TEST(Jit, RandomLayoutSchedulesMatchTheReference) {
+    std::mt19937_64 rng(15);
+    auto jit = Jit::create();
+    const ActionSpace space = ActionSpace::preset("layout");
+    int failures = 0, flattened = 0;
+    for (int i = 0; i < 60; ++i) {
+        Program start = program_of(i % 3 ? make_conv2d(1, 3 + i % 4, 5 + i % 5, 7 + i % 3, 6, 1, 1)
+                                         : make_elementwise_add(5 + i % 7, 9 + i % 4));
+        const size_t vars = start.comp->vars.size();
+        start.cursor = i % start.tree.num_loops();
+        if (i % 2 == 0 && is_legal(start, Action::Flatten)) start = apply(start, Action::Flatten);
+        std::vector<Action> taken;
+        Program p = looptool::tests::random_walk(start, rng, 20, space, &taken);
+        flattened += p.comp->vars.size() < vars;
+        auto r = matches_reference(*jit, p);
+        if (!r) {
+            ++failures;
+            ADD_FAILURE() << r.message();
+        }
+    }
+    EXPECT_EQ(failures, 0);
+    EXPECT_GE(flattened, 10);
 }
 
 TEST(Jit, EveryLaneOfAScatterCarriesItsOwnAlignment) {

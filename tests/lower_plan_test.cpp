@@ -102,7 +102,7 @@ TEST(LowerPlan, Tile8x32IsOneStaticNestWithAZeroStartRegisterTile) {
     ASSERT_TRUE(keys.has_value());
     ASSERT_EQ(keys->size(), 8u);
     for (int64_t row = 0; row < 8; ++row)
-        EXPECT_EQ((*keys)[size_t(row)], (AccKey{row * 208, 32, 1}));
+        EXPECT_EQ((*keys)[size_t(row)], (AccKey{row * 208, 32, 1, 32}));
     EXPECT_NE(describe(c, p).find("tiles [s0 at k from zero]"), std::string::npos)
         << describe(c, p);
 }
@@ -173,6 +173,57 @@ TEST(LowerPlan, VectorLoopsAreCutIntoPowerOfTwoPieces) {
     EXPECT_EQ(widths(24), (std::vector<int64_t>{16, 8}));
     EXPECT_EQ(widths(19), (std::vector<int64_t>{16, 2, 1}));
     EXPECT_EQ(widths(2), (std::vector<int64_t>{2}));
+    // Masked: the narrow pieces at the end (two or more) become one masked piece.
+    auto masked = [](int64_t total) {
+        std::vector<std::pair<int64_t, int64_t>> w;  // (width, lanes)
+        int64_t next = 0;
+        for (const VectorPiece &p : vector_pieces(total, true)) {
+            EXPECT_EQ(p.start, next) << total;
+            EXPECT_LE(p.lanes, p.width) << total;
+            next += p.lanes;
+            w.push_back({p.width, p.lanes});
+        }
+        EXPECT_EQ(next, total);
+        return w;
+    };
+    using W = std::vector<std::pair<int64_t, int64_t>>;
+    EXPECT_EQ(masked(14), (W{{16, 14}}));
+    EXPECT_EQ(masked(7), (W{{8, 7}}));
+    EXPECT_EQ(masked(27), (W{{16, 16}, {16, 11}}));
+    EXPECT_EQ(masked(24), (W{{16, 16}, {8, 8}}));  // one narrow piece: as it was
+    EXPECT_EQ(masked(56), (W{{32, 32}, {16, 16}, {8, 8}}));
+    EXPECT_EQ(masked(19), (W{{16, 16}, {4, 3}}));
+    EXPECT_EQ(masked(3), (W{{4, 3}}));
+    EXPECT_EQ(masked(32), (W{{32, 32}}));
+}
+
+// A 14-column conv row is one masked <16 x float> accumulator per output channel (the kernels
+// are checked against the reference in jit_test).
+TEST(LowerPlan, AConvTileWith14ColumnsHasOneMaskedAccumulatorPerChannel) {
+    Program p =
+        Program::naive(std::make_shared<const Computation>(make_conv2d(1, 3, 6, 16, 4, 3, 3)));
+    for (Action a : looptune::conv_tile_actions(*p.comp, {4, 32, "hm"})) p = apply(p, a);
+    auto r = plan(p);
+    const NestPlan &np = r->plans[0];
+    const Computation &c = r->prog.comp;
+    EXPECT_TRUE(np.masked_tails);
+    ASSERT_GE(np.region[0], 0) << describe(c, np);
+    std::vector<int64_t> avail, stat(c.vars.size(), 0);
+    for (const auto &v : c.vars) avail.push_back(v.extent);
+    for (size_t d = 0; d < size_t(np.region[0]); ++d)
+        avail[size_t(np.nest.loops[d].var)] = np.inner[d];
+    auto keys = tile_keys(np, 0, size_t(np.region[0]), avail, stat);
+    ASSERT_TRUE(keys.has_value());
+    const int64_t plane = 4 * 14;
+    EXPECT_EQ(
+        *keys,
+        (std::vector<AccKey>{
+            {0, 16, 1, 14}, {plane, 16, 1, 14}, {2 * plane, 16, 1, 14}, {3 * plane, 16, 1, 14}}));
+    // A vectorized reduction var (stride 0 in the output) keeps exact pieces.
+    Program mm = matmul_program(3, 2, 14);  // m, k, n: k innermost after one swap
+    mm = apply(apply(apply(mm, Action::Down), Action::SwapDown), Action::Vectorize);
+    auto rm = plan(mm);
+    EXPECT_FALSE(rm->plans[0].masked_tails) << dump(mm);
 }
 
 TEST(LowerPlan, AConvTileWithA24ColumnTailHasOneAccumulatorPerPiece) {
@@ -196,7 +247,8 @@ TEST(LowerPlan, AConvTileWithA24ColumnTailHasOneAccumulatorPerPiece) {
     ASSERT_TRUE(keys.has_value());
     const int64_t plane = 4 * 24;  // T[n, m, ho, wo]: one output channel
     EXPECT_EQ(*keys,
-              (std::vector<AccKey>{{0, 16, 1}, {16, 8, 1}, {plane, 16, 1}, {plane + 16, 8, 1}}));
+              (std::vector<AccKey>{
+                  {0, 16, 1, 16}, {16, 8, 1, 8}, {plane, 16, 1, 16}, {plane + 16, 8, 1, 8}}));
 }
 
 TEST(LowerPlan, LoweringLogsEveryStepWhenAsked) {

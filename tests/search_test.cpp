@@ -148,6 +148,45 @@ TEST(Search, ConvTileSchedulesAreRegisterTilesThatMatchTheReference) {
     EXPECT_THROW(conv_tile_actions(make_matmul(8, 8, 8), family[0]), Error);
 }
 
+// 1x1 convs: the flat members `flatten` ho and wo, so the tile's vector columns run over the
+// 7 * 9 = 63 outputs of a channel (contiguous in X and Y) instead of rows of 9.
+TEST(Search, ConvFlatTilesOnA1x1ConvMatchTheReference) {
+    auto comp = std::make_shared<Computation>(make_conv2d(1, 6, 7, 9, 10, 1, 1));
+    const auto family = conv_schedule_family(10, 9, 63);
+    EnvConfig cfg = fast_env();
+    cfg.action_space = "layout";
+    Environment env(cfg);
+    int flat = 0;
+    for (const ConvTileSchedule &s : family) {
+        if (!s.flat) continue;
+        ++flat;
+        Program p = Program::naive(comp);
+        const auto actions = conv_tile_actions(*comp, s);
+        EXPECT_EQ(std::count(actions.begin(), actions.end(), Action::Flatten), 1) << s.name();
+        for (Action a : actions) p = apply(p, a);
+        const auto &loops = p.tree.nests[0].loops;
+        EXPECT_TRUE(loops.back().vectorize) << s.name() << "\n" << dump(p);
+        EXPECT_EQ(p.comp->vars[size_t(loops.back().var)].name, "ho_wo") << s.name();
+        EXPECT_EQ(p.comp->vars[size_t(loops[loops.size() - 2].var)].name, "m") << s.name();
+        Comparison cmp = verify_schedule(p);
+        EXPECT_TRUE(cmp.ok) << s.name() << ": " << cmp.first_mismatch << "\n" << dump(p);
+        env.reset(p);
+        EXPECT_GT(env.gflops(), 0) << s.name();
+    }
+    EXPECT_GE(flat, 3);
+    // Not on a 3x3 conv (X's columns are wo + kw): the flatten step is illegal.
+    EXPECT_THROW(
+        conv_tile_actions(make_conv2d(1, 3, 9, 21, 10, 3, 3), ConvTileSchedule{8, 32, "mh", true}),
+        Error);
+    // The `tile` search measures them only in an action space that has `flatten`.
+    Program start = Program::naive(comp);
+    env.reset(start);
+    SearchConfig sc;
+    sc.max_steps = 60;
+    SearchResult r = run_search("tile", env, start, sc);
+    EXPECT_GE(r.schedules_measured, int64_t(family.size()));
+}
+
 TEST(Search, TileTemplateTunesAConvFromItsFamily) {
     Environment env(fast_env());
     // Big enough (0.6 MFLOP) that a register tile beats the naive nest by far.
