@@ -153,10 +153,12 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
     auto r = tests::run_cli(dir, "generate --dimA 24,16 --dimB 16,40 --out data");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = tests::run_cli(dir,
-                       "compare --dataset data --split all --methods policy,policy-greedy "
+                       "compare --dataset data --split all --methods policy,policy-greedy,"
+                       "policy-full "
                        "--steps 16 --out cmp --no-plots");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string csv = tests::slurp(dir.path / "cmp/results.csv");
     EXPECT_NE(csv.find("mm24_40_16,policy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-greedy,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("mm24_40_16,policy-full,"), std::string::npos) << csv;
 }
