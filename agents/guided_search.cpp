@@ -108,7 +108,12 @@ public:
            double flops)
         : policy_(policy), env_(env), config_(config), limit_(limit), flops_(flops) {}
 
-    bool out_of_time() const { return elapsed() >= config_.budget_s; }
+    /// No step starts that would, at the average cost of a measured state so far, end after
+    /// the budget (so the budget bounds the search's end, not the start of its last step).
+    bool out_of_time() const {
+        const double t = elapsed();
+        return t + (nodes_.empty() ? 0.0 : t / double(nodes_.size())) >= config_.budget_s;
+    }
 
     /// Before each measurement: the search's protocol (bounded_options()) from the best so far.
     void bound_next_measurement() {

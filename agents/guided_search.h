@@ -23,8 +23,9 @@
 namespace looptune {
 
 struct GuidedConfig {
-    /// Wall clock of the search, seconds, from its start: no rollout step starts after it (the
-    /// seeds and the greedy rollout are always measured, whatever they cost).
+    /// Wall clock of the search, seconds, from its start: no rollout step starts that would end
+    /// after it at the average cost of a measured state so far (the seeds and the greedy
+    /// rollout are always measured, whatever they cost).
     double budget_s = 0.5;
     int branches = 3;        ///< actions by Q-value tried from each expanded state
     int max_steps = 0;       ///< actions from the start; 0: guided_step_limit()
