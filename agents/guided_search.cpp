@@ -16,6 +16,20 @@ namespace looptune {
 using looptool::Action;
 using looptool::Program;
 
+looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
+                                         double best_gflops) {
+    looptool::MeasureOptions o = configured;
+    o.warmup = std::min(o.warmup, 1);
+    o.min_runs = std::min(o.min_runs, 3);
+    o.max_runs = std::max(o.max_runs, o.min_runs);
+    if (best_gflops > 0 && flops > 0) {
+        const double best_s = flops / (best_gflops * 1e9);
+        const double bound = std::max(kBoundCalls * best_s, 2 * o.min_time_s + 0.005);
+        o.time_cap_s = std::min(o.time_cap_s, bound);
+    }
+    return o;
+}
+
 int guided_step_limit(const looptool::Computation &c, int policy_steps) {
     int long_vars = 0;
     for (const auto &v : c.vars) long_vars += v.extent > 256;
@@ -90,10 +104,22 @@ struct Node {
 
 class Search {
 public:
-    Search(const Policy &policy, Environment &env, const GuidedConfig &config, int limit)
-        : policy_(policy), env_(env), config_(config), limit_(limit) {}
+    Search(const Policy &policy, Environment &env, const GuidedConfig &config, int limit,
+           double flops)
+        : policy_(policy), env_(env), config_(config), limit_(limit), flops_(flops) {}
 
-    bool out_of_time() const { return elapsed() >= config_.budget_s; }
+    /// No step starts that would, at the average cost of a measured state so far, end after
+    /// the budget (so the budget bounds the search's end, not the start of its last step).
+    bool out_of_time() const {
+        const double t = elapsed();
+        return t + (nodes_.empty() ? 0.0 : t / double(nodes_.size())) >= config_.budget_s;
+    }
+
+    /// Before each measurement: the search's protocol (bounded_options()) from the best so far.
+    void bound_next_measurement() {
+        if (config_.bounded_measurements)
+            env_.set_measure_options(bounded_options(env_.config().measure, flops_, best_gflops_));
+    }
     double elapsed() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     }
@@ -103,6 +129,7 @@ public:
                const std::string &origin) {
         const std::string key = looptool::schedule_key(p) + "@" + std::to_string(p.cursor);
         if (auto it = index_.find(key); it != index_.end()) return it->second;
+        best_gflops_ = std::max(best_gflops_, gflops);
         index_.emplace(key, nodes_.size());
         nodes_.push_back({p, std::move(path), gflops, next_branch, origin});
         return nodes_.size() - 1;
@@ -112,6 +139,7 @@ public:
     void add_seed(const Program &start, const Seed &s) {
         Program t = start;
         for (Action a : s.actions) t = looptool::apply(t, a);
+        bound_next_measurement();
         add(t, s.actions, env_.evaluate(t), 0, s.name);
     }
 
@@ -132,6 +160,7 @@ public:
         const Node from = nodes_[from_index];  // a copy: add() may reallocate nodes_
         const std::string origin =
             from.origin.ends_with(" + policy") ? from.origin : from.origin + " + policy";
+        bound_next_measurement();
         env_.reset(from.program);  // a fresh episode of the policy's length from this state
         std::vector<float> q = policy_.q_values(env_);
         std::vector<int> order(q.size());
@@ -142,6 +171,7 @@ public:
         int a = order[size_t(branch)];
         size_t last = nodes_.size();
         while (a >= 0 && int(path.size()) < limit_ && !out_of_time()) {
+            bound_next_measurement();
             env_.step_index(a);
             path.push_back(env_.action_space().actions[size_t(a)]);
             last = add(env_.program(), path, env_.gflops(), 1, origin);
@@ -150,6 +180,36 @@ public:
         // Stopped by the policy's episode length, not by the policy: continuing is a branch.
         if (last < nodes_.size() && a < 0 && env_.steps_taken() >= env_.config().max_steps)
             nodes_[last].next_branch = 0;
+    }
+
+    /// tune_with_policy() (the policy's greedy episode from `start`), each measurement within
+    /// the search's bound; the start becomes the node "naive".
+    PolicyTuneResult greedy_rollout(const Program &start) {
+        const auto t0 = std::chrono::steady_clock::now();
+        PolicyTuneResult g;
+        bound_next_measurement();
+        env_.reset(start);
+        g.base_gflops = g.best_gflops = g.final_gflops = env_.gflops();
+        g.best = g.final = env_.program();
+        add(start, {}, g.base_gflops, 1, "naive");
+        while (env_.steps_taken() < env_.config().max_steps) {
+            const int a = policy_.act(env_);
+            if (a < 0) break;
+            bound_next_measurement();
+            env_.step_index(a);
+            g.actions.push_back(env_.action_space().actions[size_t(a)]);
+            g.step_gflops.push_back(env_.gflops());
+            best_gflops_ = std::max(best_gflops_, env_.gflops());
+            if (env_.gflops() > g.best_gflops) {
+                g.best_gflops = env_.gflops();
+                g.best = env_.program();
+                g.best_actions = g.actions;
+            }
+        }
+        g.final = env_.program();
+        g.final_gflops = env_.gflops();
+        g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return g;
     }
 
     GuidedResult run(const Program &start) {
@@ -165,13 +225,25 @@ public:
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
         // the budget measuring slow states (mm1000_17_300: 0.72 s for 9 schedules; 128x768x768:
         // 1.6 s, and the blocked seeds, last in the list, were never reached after it).
-        env_.reset(start);
-        for (const Seed &s : seeds) add_seed(start, s);
-        r.greedy = tune_with_policy(policy_, env_, start);
+        // The seeds first: the first one is measured without a bound (there is no best yet;
+        // a seed is a fast kernel, the naive nest of a large shape is not), every later
+        // measurement within a bound from the best so far.
+        for (size_t i = 0; i < seeds.size(); ++i) {
+            if (i == 0) {
+                Program t = start;
+                for (Action a : seeds[0].actions) t = looptool::apply(t, a);
+                bound_next_measurement();
+                env_.reset(t);  // the benchmark's buffers, and the seed's measurement
+                add(t, seeds[0].actions, env_.gflops(), 0, seeds[0].name);
+            } else {
+                add_seed(start, seeds[i]);
+            }
+        }
+        r.greedy = greedy_rollout(start);
         r.base_gflops = r.greedy.base_gflops;
+        r.base_cut_short = env_.cut_short(start);
         // The greedy rollout's states (the start's branch 0 is that rollout): each continues
         // the rollout, so only the last one may continue with a fresh rollout.
-        add(start, {}, r.base_gflops, 1, "naive");
         Program p = start;
         for (size_t i = 0; i < r.greedy.actions.size(); ++i) {
             p = looptool::apply(p, r.greedy.actions[i]);
@@ -201,6 +273,12 @@ public:
         return r;
     }
 
+    /// Puts the environment back on its configured protocol (and drops what was cut short
+    /// from its cache), however the search ends.
+    ~Search() {
+        if (config_.bounded_measurements) env_.reset_measure_options();
+    }
+
 private:
     const Policy &policy_;
     Environment &env_;
@@ -210,6 +288,8 @@ private:
     std::vector<Node> nodes_;
     std::unordered_map<std::string, size_t> index_;
     int rollouts_ = 0;
+    const double flops_;
+    double best_gflops_ = 0;  // the best measured so far, bounds the next measurement
 };
 
 }  // namespace
@@ -230,7 +310,7 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
                         episode, config.max_steps));
     const int limit =
         config.max_steps > 0 ? config.max_steps : guided_step_limit(*start.comp, episode);
-    return Search(policy, env, config, limit).run(start);
+    return Search(policy, env, config, limit, start.comp->flops()).run(start);
 }
 
 }  // namespace looptune

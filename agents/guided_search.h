@@ -23,18 +23,38 @@
 namespace looptune {
 
 struct GuidedConfig {
-    /// Wall clock of the search, seconds, from its start: no rollout step starts after it (the
-    /// seeds and the greedy rollout are always measured, whatever they cost).
+    /// Wall clock of the search, seconds, from its start: no rollout step starts that would end
+    /// after it at the average cost of a measured state so far (the seeds and the greedy
+    /// rollout are always measured, whatever they cost).
     double budget_s = 0.5;
     int branches = 3;        ///< actions by Q-value tried from each expanded state
     int max_steps = 0;       ///< actions from the start; 0: guided_step_limit()
     bool greedy = false;     ///< only the greedy rollout (tune --greedy)
     bool tile_seeds = true;  ///< measure a few `tile` members (or dot products) as seeds
+    /// Measure with bounded_options() (fewer calls, a time cap from the best so far) instead
+    /// of the environment's configured protocol.
+    bool bounded_measurements = true;
 };
+
+/// Calls of the best kernel so far a new measurement may take during the search.
+inline constexpr double kBoundCalls = 4.5;
+
+/// The search's measurement protocol, from the environment's configured one: one warm-up and
+/// three timed calls at least (as configured when fewer), the same minimum time, and once a
+/// best is known (best_gflops > 0) a time cap of kBoundCalls calls of the best (never below
+/// twice the minimum time plus 5 ms, never above the configured cap). A state as fast as the
+/// best completes its four calls; one up to ~2x slower is measured from the calls that fit;
+/// a slower one is cut at the cap, its GFLOPS then an upper bound below best / kBoundCalls.
+/// Slow intermediate states thus cost a few of the best's call times, not up to the cap.
+looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
+                                         double best_gflops);
 
 struct GuidedResult {
     looptool::Program best;
     double base_gflops = 0, best_gflops = 0;
+    /// The naive nest's measurement was cut short by the search's bound (bounded_options()):
+    /// base_gflops then comes from the calls that fit, or is an upper bound.
+    bool base_cut_short = false;
     std::vector<looptool::Action> actions;  ///< from the start to `best`
     std::string found_by;                   ///< "greedy", "tile 8x32 mn", "rollout", ...
     PolicyTuneResult greedy;                ///< the greedy rollout, always run

@@ -26,7 +26,7 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--dataset", o->c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--split", o->split, "train, test or all")->capture_default_str();
     cmd->add_option("--methods", o->methods,
-                    "Comma-separated methods (also: policy, policy-greedy)")
+                    "Comma-separated methods (also: policy, policy-greedy, policy-full)")
         ->capture_default_str();
     cmd->add_option("--budget-s", o->c.budget_s, "Wall-clock budget per search and benchmark")
         ->capture_default_str()
@@ -62,7 +62,7 @@ Run add_compare(CLI::App &app) {
         auto wants = [&](const char *m) {
             return std::find(o->c.methods.begin(), o->c.methods.end(), m) != o->c.methods.end();
         };
-        if (wants("policy") || wants("policy-greedy")) {
+        if (wants("policy") || wants("policy-greedy") || wants("policy-full")) {
             // The policy rolls out in the same environment as the searches, so it gets the same
             // step limit and action space; a policy trained for others is refused, not adapted.
             auto policy = std::make_shared<looptune::Policy>(looptune::Policy::load(
@@ -76,13 +76,16 @@ Run add_compare(CLI::App &app) {
                     info.action_space));
             // `policy` is `tune`'s default (the guided search, its own 0.5 s budget, not
             // --budget-s); `policy-greedy` is `tune --greedy`.
-            for (const bool greedy : {false, true})
-                o->c.extra_methods[greedy ? "policy-greedy" : "policy"] =
-                    [policy, greedy](looptune::Environment &env, const Program &start) {
-                        looptune::GuidedConfig g;
-                        g.greedy = greedy;
-                        return looptune::guided_search(*policy, env, start, g).actions;
-                    };
+            // `policy-full` is `tune --full-measurements` (every state measured with the
+            // environment's full protocol, as before the search's bound).
+            for (const char *name : {"policy", "policy-greedy", "policy-full"})
+                o->c.extra_methods[name] = [policy, name = std::string(name)](
+                                               looptune::Environment &env, const Program &start) {
+                    looptune::GuidedConfig g;
+                    g.greedy = name == "policy-greedy";
+                    g.bounded_measurements = name != "policy-full";
+                    return looptune::guided_search(*policy, env, start, g).actions;
+                };
         }
         const bool tty = ::isatty(2);
         o->c.progress = [tty](const std::string &line) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "env/observations.h"
@@ -16,7 +17,9 @@ namespace looptune {
 using namespace looptool;
 
 Environment::Environment(EnvConfig config)
-    : config_(std::move(config)), space_(ActionSpace::preset(config_.action_space)) {
+    : config_(std::move(config)),
+      space_(ActionSpace::preset(config_.action_space)),
+      measure_(config_.measure) {
     if (config_.max_steps < 1) throw Error("max_steps must be at least 1");
     if (config_.max_loops < 1) throw Error("max_loops must be at least 1");
     jit_ = Jit::create();
@@ -53,6 +56,7 @@ void Environment::reset(const Program &program) {
         buffers_ = {};
         reference_ = {};
         cache_.clear();
+        cut_keys_.clear();
         have_reference_ = false;
         buffers_ = make_buffers(c, 1);
     }
@@ -101,14 +105,37 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
                                             cmp.first_mismatch, dump(p, false)));
     }
     const Clock::time_point t2 = Clock::now();
-    Measurement m = measure_kernel(k.fn, *p.comp, buffers_, config_.measure);
+    Measurement m = measure_kernel(k.fn, *p.comp, buffers_, measure_);
     counters_.measure_seconds += since(t2);
     ++counters_.measurements;
     out.timed_out = m.timed_out;
     cache_[key] = m.median_gflops;
-    if (store_ && !m.timed_out)
+    if (custom_measure_ && m.timed_out) cut_keys_.push_back(key);
+    if (store_ && !m.timed_out && !custom_measure_)
         store_->put(p.comp->name, key, machine_, {m.median_gflops, m.runs, m.cv});
     return out.gflops = m.median_gflops;
+}
+
+void Environment::set_measure_options(const MeasureOptions &m) {
+    if (m.warmup < 0 || m.min_runs < 1 || m.max_runs < m.min_runs || !(m.min_time_s >= 0) ||
+        !(m.time_cap_s > 0) || !std::isfinite(m.time_cap_s))
+        throw Error(fmt::format(
+            "bad measurement options: warmup {} (>= 0), min_runs {} (>= 1), max_runs {} "
+            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0, finite)",
+            m.warmup, m.min_runs, m.max_runs, m.min_time_s, m.time_cap_s));
+    measure_ = m;
+    custom_measure_ = true;
+}
+
+bool Environment::cut_short(const Program &p) const {
+    return std::find(cut_keys_.begin(), cut_keys_.end(), schedule_key(p)) != cut_keys_.end();
+}
+
+void Environment::reset_measure_options() {
+    measure_ = config_.measure;
+    custom_measure_ = false;
+    for (const std::string &key : cut_keys_) cache_.erase(key);
+    cut_keys_.clear();
 }
 
 void Environment::ensure_reference() {

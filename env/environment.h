@@ -90,6 +90,20 @@ public:
     /// without changing the episode. Searches use this.
     double evaluate(const looptool::Program &p, StepInfo *info = nullptr);
 
+    /// The protocol of the measurements from now on, instead of EnvConfig::measure: a search
+    /// measures with fewer calls and a time cap derived from its best so far, so a state that is
+    /// clearly slower costs a few of the best's call times instead of up to the configured cap.
+    /// What it measures goes to the in-memory cache only, never to the store, and a measurement
+    /// it cut short (StepInfo::timed_out: its GFLOPS may be only an upper bound) leaves the
+    /// cache again at reset_measure_options(). Throws looptool::Error for bad options.
+    void set_measure_options(const looptool::MeasureOptions &m);
+    /// Back to EnvConfig::measure.
+    void reset_measure_options();
+    const looptool::MeasureOptions &measure_options() const { return measure_; }
+    /// Whether p's GFLOPS in the cache come from a measurement cut short by its time cap under
+    /// set_measure_options(): then from the calls that fit, or an upper bound if none did.
+    bool cut_short(const looptool::Program &p) const;
+
     /// Runs p's JIT kernel on the environment's random inputs and compares its outputs with the
     /// double-precision reference (computed once per computation; sampled on large problems,
     /// EnvConfig::reference): `tolerance` is a factor on the forward error bound.
@@ -117,6 +131,9 @@ private:
     bool have_reference_ = false;
     void ensure_reference();
     std::unordered_map<std::string, double> cache_;  // schedule_key -> GFLOPS
+    looptool::MeasureOptions measure_;               // the protocol in use
+    bool custom_measure_ = false;                    // set_measure_options() is in force
+    std::vector<std::string> cut_keys_;              // cut short under a custom protocol
     double gflops_ = 0;
     int steps_ = 0;
     std::vector<looptool::Action> history_;

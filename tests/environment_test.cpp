@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -112,6 +113,64 @@ TEST(Environment, StoreMakesMeasurementsPersistent) {
     EXPECT_GE(env2.counters().store_hits, 2);
     EXPECT_EQ(env2.counters().compiles, 0);
     std::filesystem::remove(path);
+}
+
+TEST(Environment, AQuickerProtocolStaysOutOfTheStoreAndWhatItCutLeavesTheCache) {
+    auto path = std::filesystem::temp_directory_path() / "looptune_env_quick_test.sqlite";
+    std::filesystem::remove(path);
+    EnvConfig c = test_config();
+    c.store_path = path.string();
+    c.verify = false;
+    const Program naive = matmul(128, 128, 128);
+    Program cut = apply(naive, Action::Split4);
+    Program quick = apply(naive, Action::Split8);
+    {
+        Environment env(c);
+        env.reset(naive);  // the configured protocol: stored
+        MeasureOptions m = c.measure;
+        m.time_cap_s = 1e-7;  // every call is cut
+        env.set_measure_options(m);
+        StepInfo info;  // a fresh one per call: evaluate() sets its flags, never clears them
+        env.evaluate(cut, &info);
+        EXPECT_TRUE(info.timed_out);
+        EXPECT_TRUE(env.cut_short(cut));
+        env.set_measure_options(c.measure);  // the configured figures, but set by a search
+        info = {};
+        env.evaluate(quick, &info);
+        EXPECT_FALSE(info.timed_out);
+        EXPECT_FALSE(env.cut_short(quick));
+        EXPECT_TRUE(env.evaluate(quick, &info) > 0 && info.from_cache);
+        env.reset_measure_options();
+        EXPECT_EQ(env.measure_options().time_cap_s, c.measure.time_cap_s);
+        EXPECT_FALSE(env.cut_short(cut));
+        info = {};
+        env.evaluate(cut, &info);  // measured again: the cut figure left the cache
+        EXPECT_FALSE(info.from_cache);
+        EXPECT_FALSE(info.timed_out);
+        info = {};
+        env.evaluate(quick, &info);  // a complete quick figure stays cached
+        EXPECT_TRUE(info.from_cache);
+    }
+    Environment env2(c);
+    env2.reset(naive);
+    EXPECT_EQ(env2.counters().store_hits, 1);  // the naive nest, measured as configured
+    StepInfo info;
+    env2.evaluate(quick, &info);  // measured under a search's protocol: not stored
+    EXPECT_FALSE(info.from_cache);
+    info = {};
+    env2.evaluate(cut, &info);  // measured again with the configured protocol: stored
+    EXPECT_TRUE(info.from_cache);
+    std::filesystem::remove(path);
+}
+
+TEST(Environment, BadMeasurementOptionsAreRefused) {
+    Environment env(test_config());
+    for (MeasureOptions m :
+         {MeasureOptions{.warmup = -1}, MeasureOptions{.min_runs = 0},
+          MeasureOptions{.min_runs = 5, .max_runs = 2}, MeasureOptions{.min_time_s = NAN},
+          MeasureOptions{.time_cap_s = 0}, MeasureOptions{.time_cap_s = INFINITY}})
+        EXPECT_THROW(env.set_measure_options(m), Error);
+    EXPECT_EQ(env.measure_options().time_cap_s, test_config().measure.time_cap_s);
 }
 
 TEST(Environment, EveryObservationSpaceHasItsDocumentedShape) {

@@ -91,6 +91,35 @@ TEST(GuidedSearch, TheStepLimitGrowsWithLoopsLongerThan256) {
     EXPECT_EQ(guided_step_limit(make_matmul(1024, 1024, 1024), episode), episode + 24);
 }
 
+TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
+    const MeasureOptions configured{
+        .warmup = 2, .min_runs = 5, .min_time_s = 0.01, .max_runs = 1000, .time_cap_s = 1.0};
+    MeasureOptions o = bounded_options(configured, 2e9, 0);  // no best yet: the configured cap
+    EXPECT_EQ(o.warmup, 1);
+    EXPECT_EQ(o.min_runs, 3);
+    EXPECT_EQ(o.min_time_s, 0.01);
+    EXPECT_EQ(o.time_cap_s, 1.0);
+    o = bounded_options(configured, 2e9, 100);  // the best takes 20 ms a call
+    EXPECT_NEAR(o.time_cap_s, kBoundCalls * 0.02, 1e-12);
+    o = bounded_options(configured, 2e9, 1);  // 2 s a call: never above the configured cap
+    EXPECT_EQ(o.time_cap_s, 1.0);
+    o = bounded_options(configured, 2e3, 100);  // 20 ns a call: room for the minimum time
+    EXPECT_NEAR(o.time_cap_s, 0.025, 1e-12);
+    // Fewer calls configured than the search's: kept.
+    o = bounded_options({.warmup = 0, .min_runs = 1, .max_runs = 1}, 2e9, 100);
+    EXPECT_EQ(o.warmup, 0);
+    EXPECT_EQ(o.min_runs, 1);
+    EXPECT_EQ(o.max_runs, 1);
+}
+
+TEST(GuidedSearch, TheEnvironmentGetsItsConfiguredProtocolBack) {
+    Environment env = policy_env();
+    const MeasureOptions before = env.measure_options();
+    guided_search(shipped_policy(), env, tests::matmul_program(64, 48, 96));
+    EXPECT_EQ(env.measure_options().min_runs, before.min_runs);
+    EXPECT_EQ(env.measure_options().time_cap_s, before.time_cap_s);
+}
+
 TEST(GuidedSearch, BadOptionsAreRefused) {
     Environment env = policy_env();
     const Program start = tests::matmul_program(16, 16, 16);
@@ -109,6 +138,9 @@ TEST(GuidedSearchCli, TuneTakesABudgetOrGreedyAndRefusesBadOnes) {
     r = tests::run_cli(dir, "tune --bench " + bench + " --budget-s 0.3");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("greedy rollout"), std::string::npos) << r.out;
+    r = tests::run_cli(dir, "tune --bench " + bench + " --budget-s 0.3 --full-measurements --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("\"base_cut_short\": false"), std::string::npos) << r.out;
     for (const char *bad : {"--budget-s 0", "--budget-s nan", "--steps -1", "--steps 3"}) {
         r = tests::run_cli(dir, "tune --bench " + bench + " " + bad);
         EXPECT_EQ(r.exit_code, 1) << bad;
@@ -121,10 +153,12 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
     auto r = tests::run_cli(dir, "generate --dimA 24,16 --dimB 16,40 --out data");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = tests::run_cli(dir,
-                       "compare --dataset data --split all --methods policy,policy-greedy "
+                       "compare --dataset data --split all --methods policy,policy-greedy,"
+                       "policy-full "
                        "--steps 16 --out cmp --no-plots");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string csv = tests::slurp(dir.path / "cmp/results.csv");
     EXPECT_NE(csv.find("mm24_40_16,policy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-greedy,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("mm24_40_16,policy-full,"), std::string::npos) << csv;
 }
