@@ -78,6 +78,18 @@ float *grad_of(torch::Tensor &p) {
     return p.mutable_grad().data_ptr<float>();
 }
 
+// Messages along edges: to[into[e]] += from[out_of[e]] (times scale[out_of[e]] when given), rows
+// of G floats, for the first E edges.
+void scatter_rows(const float *from, const int64_t *out_of, const float *scale, const int64_t *into,
+                  int64_t E, int64_t G, float *to) {
+    for (int64_t e = 0; e < E; ++e) {
+        const float k = scale ? scale[out_of[e]] : 1.f;
+        const float *f = from + out_of[e] * G;
+        float *t = to + into[e] * G;
+        for (int64_t j = 0; j < G; ++j) t[j] += f[j] * k;
+    }
+}
+
 // Y[R x O] = X[R x I] W[O x I]^T + b, with a relu when `relu`.
 void linear(const float *x, int64_t R, int64_t I, const float *w, const float *b, int64_t O,
             float *y, bool relu) {
@@ -275,14 +287,8 @@ void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
         std::vector<float> &mp = mp_[r], &mc = mc_[r], &act = act_[r];
         mp.assign(N * G, 0.f);
         mc.assign(N * G, 0.f);
-        for (int64_t e = 0; e < E; ++e) {
-            const float *hs = h + src_[e] * G, *ht = h + dst_[e] * G;
-            float *to_t = &mp[dst_[e] * G], *to_s = &mc[src_[e] * G];
-            for (int64_t j = 0; j < G; ++j) {
-                to_t[j] += hs[j];
-                to_s[j] += ht[j];
-            }
-        }
+        scatter_rows(h, src_.data(), nullptr, dst_.data(), E, G, mp.data());
+        scatter_rows(h, dst_.data(), nullptr, src_.data(), E, G, mc.data());
         for (int64_t v = 0; v < N; ++v)
             for (int64_t j = 0; j < G; ++j) {
                 mp[v * G + j] *= inv_in_[v];
@@ -364,20 +370,10 @@ void DenseQNet::backward_gnn(int64_t R) {
         gemm(false, false, Nb, G, G, dz_.data(), G, param(p), G, 1.f, dh_.data(), G);
         // mp[t] = mean of h[s] over edges s -> t: each h[s] gets dmp[t] / in-degree(t).
         gemm(false, false, Nb, G, G, dz_.data(), G, param(p + 2), G, 0.f, dm_.data(), G);
-        for (int64_t e = 0; e < Eb; ++e) {
-            const float scale = inv_in_[dst_[e]];
-            const float *from = &dm_[dst_[e] * G];
-            float *to = &dh_[src_[e] * G];
-            for (int64_t j = 0; j < G; ++j) to[j] += from[j] * scale;
-        }
+        scatter_rows(dm_.data(), dst_.data(), inv_in_.data(), src_.data(), Eb, G, dh_.data());
         // mc[s] = mean of h[t] over edges s -> t: each h[t] gets dmc[s] / out-degree(s).
         gemm(false, false, Nb, G, G, dz_.data(), G, param(p + 4), G, 0.f, dm_.data(), G);
-        for (int64_t e = 0; e < Eb; ++e) {
-            const float scale = inv_out_[src_[e]];
-            const float *from = &dm_[src_[e] * G];
-            float *to = &dh_[dst_[e] * G];
-            for (int64_t j = 0; j < G; ++j) to[j] += from[j] * scale;
-        }
+        scatter_rows(dm_.data(), src_.data(), inv_out_.data(), dst_.data(), Eb, G, dh_.data());
     }
     relu_backward(dh_.data(), h_[0].data(), Nb * G);
     linear_grads(dh_.data(), Nb, G, x_.data(), V, grad_of(params_[0]), grad_of(params_[1]));
