@@ -284,7 +284,7 @@ void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
     for (int r = 0; r < rounds_; ++r) {
         const size_t p = 2 + 6 * r;  // self, down, up: weight and bias each
         const float *h = h_[r].data();
-        std::vector<float> &mp = mp_[r], &mc = mc_[r], &act = act_[r];
+        Floats &mp = mp_[r], &mc = mc_[r], &act = act_[r];
         mp.assign(N * G, 0.f);
         mc.assign(N * G, 0.f);
         scatter_rows(h, src_.data(), nullptr, dst_.data(), E, G, mp.data());

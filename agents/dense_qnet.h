@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agents/qnet.h"
+#include "looptool/interpreter.h"  // AlignedAllocator
 
 namespace looptune {
 
@@ -49,6 +50,9 @@ public:
     int64_t width() const { return F_; }
 
 private:
+    // Workspace rows 64-byte aligned, as the parameters are: oneDNN's sgemm on 16-byte aligned
+    // rows varied by up to 25% between runs with where malloc put them.
+    using Floats = looptool::TensorData;
     void forward_mlp(const std::vector<RowBlock> &blocks);
     void forward_gnn(const std::vector<RowBlock> &blocks);
     void forward_heads();
@@ -61,22 +65,22 @@ private:
     bool gnn_ = false;
     size_t head_ = 0;  // index of value.0.weight: the heads' 8 tensors start there
     int64_t F_ = 0, H_ = 0, H2_ = 0, A_ = 0;
-    int64_t R_ = 0;                  // states in the last forward
-    std::vector<float> enc_, denc_;  // the encoding [R x H] and its gradient
-    std::vector<float> hv_, ha_, v_, q_;
-    std::vector<float> da_, dv_, dha_, dhv_;
+    int64_t R_ = 0;      // states in the last forward
+    Floats enc_, denc_;  // the encoding [R x H] and its gradient
+    Floats hv_, ha_, v_, q_;
+    Floats da_, dv_, dha_, dhv_;
     // MLP encoder: the first layer's input columns, gathered input and weights, activations.
     int64_t K_ = 0;
     std::vector<int64_t> cols_;
-    std::vector<float> xc_, w1c_, h1_, dh1_, dw1c_;
+    Floats xc_, w1c_, h1_, dh1_, dw1c_;
     // GNN encoder: the batch's disjoint union of graphs and every round's activations.
     int G_ = 0, rounds_ = 0, Gs_ = 0;  // vertex width, rounds, global features
     int64_t N_ = 0;
     std::vector<int64_t> vertex_start_, edge_start_;  // per state, and one past the last
     std::vector<int64_t> src_, dst_;
-    std::vector<float> x_, inv_in_, inv_out_, globals_in_;
-    std::vector<std::vector<float>> h_, act_, mp_, mc_;  // per round: input H, relu(Z), messages
-    std::vector<float> pooled_, globals_, dpooled_, dh_, dz_, dm_, dg_;
+    Floats x_, inv_in_, inv_out_, globals_in_;
+    std::vector<Floats> h_, act_, mp_, mc_;  // per round: input H, relu(Z), messages
+    Floats pooled_, globals_, dpooled_, dh_, dz_, dm_, dg_;
 };
 
 }  // namespace looptune
