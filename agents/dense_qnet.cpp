@@ -179,10 +179,10 @@ void DenseQNet::forward_mlp(const std::vector<RowBlock> &blocks) {
     // use every column, as QNetImpl::encode_mlp does.
     cols_.clear();
     if (R >= 16) {
-        std::vector<uint8_t> used(F_, 0);
-        for (const RowBlock &b : blocks) mark_nonzero(b.rows, b.count, F_, used.data());
+        used_.assign(F_, 0);
+        for (const RowBlock &b : blocks) mark_nonzero(b.rows, b.count, F_, used_.data());
         for (int64_t f = 0; f < F_; ++f)
-            if (used[f]) cols_.push_back(f);
+            if (used_[f]) cols_.push_back(f);
         if (cols_.size() * 4 > size_t(F_) * 3) cols_.clear();
     }
     const bool gather = !cols_.empty();
@@ -280,7 +280,8 @@ void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
     mc_.resize(rounds_);
     h_[0].resize(N * G);
     linear(x_.data(), N, V, param(0), param(1), G, h_[0].data(), true);
-    std::vector<float> bias(G);
+    Floats &bias = bias_;
+    bias.resize(G);
     for (int r = 0; r < rounds_; ++r) {
         const size_t p = 2 + 6 * r;  // self, down, up: weight and bias each
         const float *h = h_[r].data();

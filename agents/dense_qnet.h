@@ -72,6 +72,7 @@ private:
     // MLP encoder: the first layer's input columns, gathered input and weights, activations.
     int64_t K_ = 0;
     std::vector<int64_t> cols_;
+    std::vector<uint8_t> used_;
     Floats xc_, w1c_, h1_, dh1_, dw1c_;
     // GNN encoder: the batch's disjoint union of graphs and every round's activations.
     int G_ = 0, rounds_ = 0, Gs_ = 0;  // vertex width, rounds, global features
@@ -80,7 +81,7 @@ private:
     std::vector<int64_t> src_, dst_;
     Floats x_, inv_in_, inv_out_, globals_in_;
     std::vector<Floats> h_, act_, mp_, mc_;  // per round: input H, relu(Z), messages
-    Floats pooled_, globals_, dpooled_, dh_, dz_, dm_, dg_;
+    Floats pooled_, globals_, dpooled_, dh_, dz_, dm_, dg_, bias_;
 };
 
 }  // namespace looptune

@@ -220,7 +220,8 @@ float Learner::update_dense(const ReplaySample &s, std::vector<float> *prioritie
         dq_[b * A + a] = s.weights[b] * std::clamp(td, -1.f, 1.f) / static_cast<float>(B);
     }
     loss /= static_cast<double>(B);
-    std::vector<float> margin(A, static_cast<float>(config_.demo_margin));
+    std::vector<float> &margin = margin_;
+    margin.assign(A, static_cast<float>(config_.demo_margin));
     for (int64_t i = 0; i < D; ++i) {
         const float *row = q + (B + i) * A;
         const int64_t act = demo_row_actions_[i];

@@ -79,7 +79,7 @@ private:
     std::vector<int64_t> demo_actions_, demo_row_actions_;
     std::vector<const DenseGraph *> demo_row_graphs_;
     std::unique_ptr<DenseQNet> dense_online_, dense_target_;
-    std::vector<float> dq_, td_;                  // the dense path's dL/dQ and TD errors
+    std::vector<float> dq_, td_, margin_;         // the dense path's dL/dQ, TD errors, margins
     std::vector<const DenseGraph *> graph_ptrs_;  // and its batch's graphs (gnn)
 };
 
