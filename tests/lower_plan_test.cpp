@@ -44,6 +44,15 @@ std::unique_ptr<Planned> plan(const Program &p, LowerOptions options = {}) {
     return r;
 }
 
+// The accumulators of a nest's first register-tile region, every loop outside it at its start.
+std::optional<std::vector<AccKey>> first_region_keys(const Computation &c, const NestPlan &np) {
+    std::vector<int64_t> avail, stat(c.vars.size(), 0);
+    for (const auto &v : c.vars) avail.push_back(v.extent);
+    for (size_t d = 0; d < size_t(np.region[0]); ++d)
+        avail[size_t(np.nest.loops[d].var)] = np.inner[d];
+    return tile_keys(np, 0, size_t(np.region[0]), avail, stat);
+}
+
 }  // namespace
 
 TEST(LowerPlan, TheExpansionRule) {
@@ -208,11 +217,7 @@ TEST(LowerPlan, AConvTileWith14ColumnsHasOneMaskedAccumulatorPerChannel) {
     const Computation &c = r->prog.comp;
     EXPECT_TRUE(np.masked_tails);
     ASSERT_GE(np.region[0], 0) << describe(c, np);
-    std::vector<int64_t> avail, stat(c.vars.size(), 0);
-    for (const auto &v : c.vars) avail.push_back(v.extent);
-    for (size_t d = 0; d < size_t(np.region[0]); ++d)
-        avail[size_t(np.nest.loops[d].var)] = np.inner[d];
-    auto keys = tile_keys(np, 0, size_t(np.region[0]), avail, stat);
+    auto keys = first_region_keys(c, np);
     ASSERT_TRUE(keys.has_value());
     const int64_t plane = 4 * 14;
     EXPECT_EQ(
@@ -239,11 +244,7 @@ TEST(LowerPlan, AConvTileWithA24ColumnTailHasOneAccumulatorPerPiece) {
     const Computation &c = r->prog.comp;
     ASSERT_EQ(c.vars[size_t(np.nest.loops.back().var)].name, "wo") << dump(p);
     ASSERT_GE(np.region[0], 0) << describe(c, np);
-    std::vector<int64_t> avail, stat(c.vars.size(), 0);
-    for (const auto &v : c.vars) avail.push_back(v.extent);
-    for (size_t d = 0; d < size_t(np.region[0]); ++d)
-        avail[size_t(np.nest.loops[d].var)] = np.inner[d];
-    auto keys = tile_keys(np, 0, size_t(np.region[0]), avail, stat);
+    auto keys = first_region_keys(c, np);
     ASSERT_TRUE(keys.has_value());
     const int64_t plane = 4 * 24;  // T[n, m, ho, wo]: one output channel
     EXPECT_EQ(*keys,
