@@ -36,7 +36,7 @@ Run add_compare(CLI::App &app) {
         ->check(at_least(1));
     cmd->add_option("--seed", o->c.seed, "Random seed")->capture_default_str();
     cmd->add_option("--space", o->c.space,
-                    "Action space: looptune, full or layout (full + flatten)")
+                    "Action space: looptune, full or layout (full + flatten, pack)")
         ->capture_default_str();
     cmd->add_option("--store", o->c.store_path, "SQLite measurement store shared by the searches");
     cmd->add_option("--limit", o->c.limit, "Only the first N benchmarks of the split (0: all)")

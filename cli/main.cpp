@@ -39,7 +39,7 @@ void add_max_memory_option(CLI::App *cmd, int64_t &bytes) {
 void add_env_options(CLI::App *cmd, looptune::EnvConfig &cfg) {
     cfg.action_space = "full";
     cmd->add_option("--space", cfg.action_space,
-                    "Action space: looptune, full or layout (full + flatten)")
+                    "Action space: looptune, full or layout (full + flatten, pack)")
         ->capture_default_str();
     cmd->add_option("--store", cfg.store_path,
                     "SQLite measurement store, shared across runs (created if missing)");

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "looptool/action_pack.h"
 #include "looptool/error.h"
 
 namespace looptool {
@@ -200,9 +201,10 @@ ActionSpace ActionSpace::preset(std::string_view name) {
                  Action::Split8, Action::Split16}};
     if (name == "full") {
         // The space the shipped policy was trained on (one network output per action): every
-        // action but the layout action `flatten`, which only `layout` adds.
+        // action but the layout actions `flatten` and `pack`, which only `layout` adds.
         std::vector<Action> v = all_actions();
         std::erase(v, Action::Flatten);
+        std::erase(v, Action::Pack);
         return {"full", v};
     }
     if (name == "layout") return {"layout", all_actions()};
@@ -272,6 +274,10 @@ const char *why_illegal(const Program &p, Action a) {
             FlattenPlan plan;
             return flatten_plan(p, nest, pos.depth, plan);
         }
+        case Action::Pack: {
+            detail::PackPlan plan;
+            return detail::pack_plan(p, pos.nest, pos.depth, plan);
+        }
         LT_SPLIT_CASES break;  // answered above, from split_factor
     }
     // clang-format on
@@ -326,6 +332,12 @@ ApplyResult try_apply(const Program &p, Action a) {
             LT_CHECK(!flatten_plan(p, p.tree.nests[size_t(pos.nest)], pos.depth, plan),
                      "flatten: legal above, illegal now");
             return {true, nullptr, apply_flatten(p, plan, pos)};
+        }
+        case Action::Pack: {
+            detail::PackPlan plan;
+            LT_CHECK(!detail::pack_plan(p, pos.nest, pos.depth, plan),
+                     "pack: legal above, illegal now");
+            return {true, nullptr, detail::apply_pack(p, plan)};
         }
         LT_SPLIT_CASES LT_CHECK(false, "splits are applied above");
     }

@@ -36,7 +36,8 @@ namespace looptool {
     X(Merge, "merge", 0)         \
     X(Unroll, "unroll", 0)       \
     X(Vectorize, "vectorize", 0) \
-    X(Flatten, "flatten", 0)
+    X(Flatten, "flatten", 0)     \
+    X(Pack, "pack", 0)
 
 /// `case Action::Split2: ... case Action::Split1024:`, every split. clang-format takes the macro
 /// for a statement: the lines that use it are kept as written (`// clang-format off`).
@@ -71,8 +72,9 @@ struct ActionSpace {
     std::string name;
     std::vector<Action> actions;
 
-    /// `looptune` (LoopTune's 7 training actions), `full` (every action but the layout action
-    /// `flatten`: the space the shipped policy was trained on) or `layout` (every action).
+    /// `looptune` (LoopTune's 7 training actions), `full` (every action but the layout actions
+    /// `flatten` and `pack`: the space the shipped policy was trained on) or `layout` (every
+    /// action).
     /// Throws Error for an unknown name.
     static ActionSpace preset(std::string_view name);
     /// Index of `a` in this space, or -1.

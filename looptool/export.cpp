@@ -85,7 +85,7 @@ void add_c_entry(llvm::Module &m, const Computation &c, const std::string &name,
     auto *fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m);
     fn->addFnAttr(llvm::Attribute::NoUnwind);
     b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
-    const size_t nt = c.tensors.size();
+    const size_t nt = c.num_buffers();  // scratch tensors: the kernel allocates its own
     llvm::Value *buffers = b.CreateAlloca(llvm::ArrayType::get(ptr, nt), nullptr, "buffers");
     std::vector<llvm::Value *> slot(nt, nullptr), allocated;
     for (size_t i = 0; i < order.size(); ++i) {

@@ -23,7 +23,8 @@ Buffers make_buffers(const Computation &c, uint64_t seed) {
     Buffers b;
     std::mt19937_64 rng(seed);
     auto value = [](uint64_t bits) { return float(int32_t(bits & 0xffffff)) * 0x1p-23f - 1.0f; };
-    for (const auto &t : c.tensors) {
+    for (size_t ti = 0; ti < c.num_buffers(); ++ti) {
+        const Tensor &t = c.tensors[ti];
         TensorData v(size_t(t.num_elements()), 0.0f);
         if (t.kind == TensorKind::Input) {
             size_t i = 0;
@@ -40,7 +41,7 @@ Buffers make_buffers(const Computation &c, uint64_t seed) {
 }
 
 void fill_non_inputs(const Computation &c, Buffers &b, float value) {
-    for (size_t t = 0; t < c.tensors.size(); ++t)
+    for (size_t t = 0; t < c.num_buffers(); ++t)
         if (c.tensors[t].kind != TensorKind::Input)
             std::fill(b.data[t].begin(), b.data[t].end(), value);
 }
@@ -116,6 +117,15 @@ struct ScheduleRunner {
 
 void run_schedule(const Program &p, Buffers &b) {
     const Computation &c = *p.comp;
+    LT_CHECK(b.data.size() == c.num_buffers(), "buffers do not match the computation");
+    // The kernel allocates its scratch tensors; so does the interpreter, for the run.
+    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t)
+        b.data.emplace_back(size_t(c.tensors[t].num_elements()), 0.0f);
+    struct Drop {
+        Buffers &b;
+        size_t n;
+        ~Drop() { b.data.resize(n); }
+    } drop{b, c.num_buffers()};
     for (const auto &nest : p.tree.nests) {
         ScheduleRunner r{c, nest, b, {}, std::vector<int64_t>(c.vars.size(), 0), {}};
         for (size_t d = 0; d < nest.loops.size(); ++d)

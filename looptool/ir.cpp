@@ -225,9 +225,15 @@ void validate_expr(const Computation &c, const Expr &e, const std::string &where
 }
 }  // namespace
 
+size_t Computation::num_buffers() const {
+    size_t n = 0;
+    while (n < tensors.size() && tensors[n].kind != TensorKind::Scratch) ++n;
+    return n;
+}
+
 bool same_storage(const Computation &a, const Computation &b) {
-    if (a.name != b.name || a.tensors.size() != b.tensors.size()) return false;
-    for (size_t t = 0; t < a.tensors.size(); ++t) {
+    if (a.name != b.name || a.num_buffers() != b.num_buffers()) return false;
+    for (size_t t = 0; t < a.num_buffers(); ++t) {
         const Tensor &x = a.tensors[t], &y = b.tensors[t];
         if (x.name != y.name || x.kind != y.kind || x.num_elements() != y.num_elements())
             return false;
@@ -255,6 +261,10 @@ void Computation::validate() const {
             throw Error(
                 fmt::format("tensor {} has {:.0f} elements, above the limit of 2^31", t.name, n));
     }
+    for (size_t t = num_buffers(); t < tensors.size(); ++t)
+        if (tensors[t].kind != TensorKind::Scratch)
+            throw Error(fmt::format(
+                "tensor {} follows a scratch tensor (scratch tensors come last)", tensors[t].name));
     if (stmts.empty()) throw Error(fmt::format("computation {}: no statements", name));
     for (size_t s = 0; s < stmts.size(); ++s) {
         std::string where = fmt::format("computation {}, statement {}", name, s);

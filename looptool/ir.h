@@ -33,7 +33,10 @@ struct Affine {
     bool operator==(const Affine &) const = default;
 };
 
-enum class TensorKind { Input, Output, Temp };
+/// Scratch: a buffer the kernel allocates itself for each call and frees on return (a `pack`ed
+/// copy of an input, docs/actions.md); not an argument, so the caller's buffers, the reference
+/// and `same_storage` ignore it. Scratch tensors follow every other tensor.
+enum class TensorKind { Input, Output, Temp, Scratch };
 
 struct Tensor {
     std::string name;
@@ -120,6 +123,9 @@ struct Computation {
     int tensor_index(const std::string &name) const;  // -1 if absent
     /// Index variables a statement iterates over, in first-use order (output first).
     std::vector<int> stmt_vars(int stmt) const;
+    /// Tensors the caller passes (every tensor but the trailing scratch ones): the kernel's
+    /// argument array and `Buffers` hold this many.
+    size_t num_buffers() const;
     /// Multiply and add count of one execution of every statement (LoopTune's FLOP count).
     double flops() const;
     /// Throws Error naming the first inconsistency (bad var ids, out-of-range accesses,
@@ -143,8 +149,9 @@ bool reads_tensor(const Statement &s, int t);
 /// no offset, and that var spans the dimension: an injective map onto every element.
 bool is_identity_cover(const Computation &c, const Access &a);
 
-/// True when `a` and `b` hold the same tensors (names, kinds, element counts, in order): the
-/// same buffers serve both. A `flatten` keeps it (it only merges tensor dimensions).
+/// True when `a` and `b` hold the same tensors (names, kinds, element counts, in order; scratch
+/// tensors aside): the same buffers serve both. A `flatten` keeps it (it only merges tensor
+/// dimensions), and so does a `pack` (its copy is scratch).
 bool same_storage(const Computation &a, const Computation &b);
 
 using ComputationPtr = std::shared_ptr<const Computation>;
@@ -152,6 +159,8 @@ using ComputationPtr = std::shared_ptr<const Computation>;
 /// Limits on sizes a user may ask for (a tensor above 2^31 elements is absurd here).
 inline constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
 inline constexpr int64_t kMaxExtent = int64_t(1) << 20;
+/// Largest scratch tensor (a `pack`ed copy, allocated by the kernel on each call): 64 MB.
+inline constexpr int64_t kMaxScratchElements = int64_t(1) << 24;
 
 /// C[m,n] = sum_k A[m,k] * B[k,n], written as LoopTune's loop_tool graphs are: the product
 /// is reduced into a temporary T and a second statement writes T to the output C.

@@ -1,6 +1,7 @@
 #include "looptool/loop_tree.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -150,6 +151,9 @@ std::string schedule_key(const Program &p) {
     const Computation &c = *p.comp;
     std::string key = c.name;
     for (const auto &v : c.vars) key += fmt::format("|{}={}", v.name, v.extent);
+    // A `pack`ed copy's layout (other tensors are the benchmark's own).
+    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t)
+        key += fmt::format("|S{}{}", c.tensors[t].name, fmt::join(c.tensors[t].shape, "x"));
     for (const auto &nest : p.tree.nests) {
         key += "|N";
         for (int s : nest.stmts) key += fmt::format("s{}", s);

@@ -534,12 +534,41 @@ void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
     Value *cancel = kernel->getArg(1);
     cancel = b.CreateSelect(b.CreateIsNull(cancel), never, cancel);
     std::vector<Value *> call_args;
-    for (size_t t = 0; t < c.tensors.size(); ++t)
+    for (size_t t = 0; t < c.num_buffers(); ++t)
         call_args.push_back(
             b.CreateAlignedLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, kernel->getArg(0), t),
                                 llvm::Align(8), c.tensors[t].name + ".ptr"));
+    // Scratch tensors (`pack`ed copies) are the kernel's own, allocated per call: reentrant,
+    // and nothing stays mapped between calls. A repeated allocation of one size is served from
+    // the heap glibc keeps, not by fresh pages (up to its 32 MB mmap threshold).
+    std::vector<Value *> scratch;
+    if (c.num_buffers() < c.tensors.size()) {
+        Type *i64 = b.getInt64Ty();
+        auto aligned_alloc = m.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
+        auto abort_fn = m.getOrInsertFunction("abort", b.getVoidTy());
+        for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t) {
+            const uint64_t bytes = (uint64_t(c.tensors[t].num_elements()) * 4 + 63) / 64 * 64;
+            Value *p =
+                b.CreateCall(aligned_alloc, {b.getInt64(64), b.getInt64(bytes)}, c.tensors[t].name);
+            // No error channel in the KernelFn ABI: running out of memory aborts, like a failed
+            // operator new. `pack` keeps a scratch tensor within kMaxScratchElements.
+            BasicBlock *fail = BasicBlock::Create(ctx, "no_memory", kernel);
+            BasicBlock *ok = BasicBlock::Create(ctx, "allocated", kernel);
+            b.CreateCondBr(b.CreateIsNull(p), fail, ok);
+            b.SetInsertPoint(fail);
+            b.CreateCall(abort_fn);
+            b.CreateUnreachable();
+            b.SetInsertPoint(ok);
+            call_args.push_back(p);
+            scratch.push_back(p);
+        }
+    }
     call_args.push_back(cancel);
     b.CreateCall(body.fn, call_args);
+    if (!scratch.empty()) {
+        auto free_fn = m.getOrInsertFunction("free", b.getVoidTy(), ptr);
+        for (Value *p : scratch) b.CreateCall(free_fn, {p});
+    }
     b.CreateRetVoid();
 }
 

@@ -45,6 +45,7 @@ const char *kind_name(TensorKind k) {
         case TensorKind::Input: return "input";
         case TensorKind::Output: return "output";
         case TensorKind::Temp: return "temp";
+        case TensorKind::Scratch: return "scratch";
     }
     return "?";
 }
@@ -340,6 +341,8 @@ Program parse_program(std::string_view text, const std::string &source) {
                 t.kind = TensorKind::Output;
             else if (w[2] == "temp")
                 t.kind = TensorKind::Temp;
+            else if (w[2] == "scratch")
+                t.kind = TensorKind::Scratch;
             else
                 throw Error(fmt::format("{}: unknown tensor kind '{}'", where, w[2]));
             for (size_t i = 3; i < w.size(); ++i) t.shape.push_back(parse_int(w[i], where));

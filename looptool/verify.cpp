@@ -389,7 +389,7 @@ int64_t reference_bytes(const Computation &c, const ReferenceOptions &options) {
 
 Reference compute_reference(const Computation &c, const Buffers &inputs,
                             const ReferenceOptions &options) {
-    LT_CHECK(inputs.data.size() == c.tensors.size(), "buffers do not match the computation");
+    LT_CHECK(inputs.data.size() == c.num_buffers(), "buffers do not match the computation");
     const int64_t n = sample_size(c, options);
     return n < total_outputs(c) ? sampled_reference(c, inputs, options, n)
                                 : full_reference(c, inputs, options);
@@ -451,7 +451,7 @@ Comparison compare_outputs(const Computation &c, const Reference &want, const Bu
 
 void run_reference(const Computation &c, Buffers &b) {
     const std::vector<std::vector<Acc>> state = full_state(c, b, ReferenceOptions{});
-    for (size_t t = 0; t < c.tensors.size(); ++t)
+    for (size_t t = 0; t < c.num_buffers(); ++t)
         for (size_t i = 0; i < state[t].size(); ++i) b.data[t][i] = float(state[t][i].v);
 }
 

@@ -46,7 +46,7 @@ std::string illegal_message(const Program &p, Action a) {
 }  // namespace
 
 TEST(Actions, TheListHasUniqueNamesAndSplitFactors) {
-    EXPECT_EQ(kNumActions, 18);
+    EXPECT_EQ(kNumActions, 19);
     std::set<std::string> names;
     for (Action a : all_actions()) {
         names.insert(action_name(a));
@@ -85,6 +85,8 @@ TEST(Actions, Presets) {
     EXPECT_EQ(layout.actions, all_actions());
     EXPECT_EQ(layout.size(), size_t(kNumActions));
     EXPECT_EQ(layout.index_of(Action::Flatten), 17);
+    EXPECT_EQ(full.index_of(Action::Pack), -1);
+    EXPECT_EQ(layout.index_of(Action::Pack), 18);
     try {
         ActionSpace::preset("tiny");
         FAIL() << "expected an Error";

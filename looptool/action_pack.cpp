@@ -1,0 +1,210 @@
+#include "looptool/action_pack.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+
+#include "looptool/actions.h"
+#include "looptool/error.h"
+
+namespace looptool::detail {
+namespace {
+
+bool uses_var(const Access &a, int v) {
+    for (const Affine &f : a.index)
+        if (f.coef_of(v) != 0) return true;
+    return false;
+}
+
+// T[i, j, ...]: each dimension indexed by its own variable, coefficient 1, no offset, spanning
+// it. Only such an access names P's elements by variables alone.
+bool one_var_per_dim(const Computation &c, const Access &a) {
+    std::vector<bool> seen(c.vars.size(), false);
+    const Tensor &t = c.tensors[size_t(a.tensor)];
+    for (size_t d = 0; d < a.index.size(); ++d) {
+        const Affine &f = a.index[d];
+        if (f.offset != 0 || f.terms.size() != 1 || f.terms[0].coef != 1) return false;
+        const int v = f.terms[0].var;
+        if (seen[size_t(v)] || c.vars[size_t(v)].extent != t.shape[d]) return false;
+        seen[size_t(v)] = true;
+    }
+    return true;
+}
+
+// Whether every loop over u in `n` can be cut at `cut` elements: loops outside the cut walk
+// whole multiples of it, and a loop that straddles it walks chunks that divide it.
+bool cuts_at(const Nest &n, int u, int64_t cut) {
+    for (size_t d = 0; d < n.loops.size(); ++d) {
+        if (n.loops[d].var != u) continue;
+        const int64_t in = inner_coverage(n, int(d)), cov = coverage(n, int(d));
+        if (in >= cut) {
+            if (in % cut != 0 || n.loops[d].tail % cut != 0) return false;
+        } else if (cov > cut && (cut % in != 0 || cov % cut != 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
+    const Computation &c = *p.comp;
+    const Nest &nest = p.tree.nests[size_t(ni)];
+    const int v = nest.loops[size_t(depth)].var;
+
+    // The inputs the nest reads without v.
+    int tensor = -1;
+    const Access *read = nullptr;
+    for (int s : nest.stmts) {
+        std::vector<const Access *> reads;
+        collect_reads(c.stmts[size_t(s)].value, reads);
+        for (const Access *r : reads) {
+            if (c.tensors[size_t(r->tensor)].kind != TensorKind::Input || uses_var(*r, v)) continue;
+            if (tensor >= 0 && r->tensor != tensor)
+                return "two inputs of the nest are invariant in this loop";
+            if (read && !(*read == *r)) return "the invariant input is read two ways";
+            tensor = r->tensor;
+            read = r;
+        }
+    }
+    if (tensor < 0) return "no input of the nest is invariant in this loop";
+    if (!one_var_per_dim(c, *read))
+        return "the invariant input is not indexed by one variable per dimension";
+    const Tensor &t = c.tensors[size_t(tensor)];
+    if (t.num_elements() > kMaxScratchElements)
+        return "the packed copy would exceed the scratch limit (64 MB)";
+    if (c.tensor_index(t.name + "_packed") >= 0) return "the input is packed already";
+
+    // P's dimensions: the runs of T's variables in the nest's loop order.
+    std::vector<bool> of_t(c.vars.size(), false);
+    for (const Affine &f : read->index) of_t[size_t(f.terms[0].var)] = true;
+    plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
+    std::vector<int> pieces(c.vars.size(), 0);
+    for (size_t d = 0; d < nest.loops.size(); ++d) {
+        const int u = nest.loops[d].var;
+        if (!of_t[size_t(u)] || (!plan.dims.empty() && plan.dims.back().var == u)) continue;
+        if (++pieces[size_t(u)] > 2) return "the nest walks a variable of the input in three pieces";
+        if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
+        plan.dims.push_back({u, pieces[size_t(u)] == 2});
+    }
+    bool reordered = false;
+    for (size_t i = 0; i < plan.dims.size(); ++i)
+        reordered |= plan.dims[i].inner || plan.dims[i].var != read->index[i].terms[0].var;
+    if (!reordered) return "the nest already walks the input in its own layout";
+
+    for (size_t u = 0; u < c.vars.size(); ++u) {
+        const int64_t cut = plan.cut[u], e = c.vars[u].extent;
+        if (cut == 0) continue;
+        if (e % cut != 0) return "the inner piece of a split variable does not divide its extent";
+        for (const Nest &n : p.tree.nests)
+            if (!cuts_at(n, int(u), cut)) return "a nest's loops cannot be cut where the pack cuts";
+        for (const char *suffix : {"_o", "_i"})
+            if (c.var_index(c.vars[u].name + suffix) >= 0)
+                return "a variable already has the name of a cut variable";
+    }
+    return nullptr;
+}
+
+Program apply_pack(const Program &p, const PackPlan &plan) {
+    const Computation &c = *p.comp;
+    Computation q;
+    q.name = c.name;
+    q.vars = c.vars;
+    std::vector<int> inner_var(c.vars.size(), -1);  // per cut variable: its inner piece
+    for (size_t u = 0; u < c.vars.size(); ++u)
+        if (const int64_t cut = plan.cut[u]) {
+            q.vars[u] = {c.vars[u].name + "_o", c.vars[u].extent / cut};
+            inner_var[u] = int(q.vars.size());
+            q.vars.push_back({c.vars[u].name + "_i", cut});
+        }
+    // u = cut * u_o + u_i wherever u appears.
+    auto access = [&](const Access &a) {
+        Access b{a.tensor, {}};
+        for (const Affine &f : a.index) {
+            Affine g{{}, f.offset};
+            for (const auto &term : f.terms) {
+                const int lo = inner_var[size_t(term.var)];
+                if (lo < 0) {
+                    g.terms.push_back(term);
+                    continue;
+                }
+                g.terms.push_back({term.var, term.coef * plan.cut[size_t(term.var)]});
+                g.terms.push_back({lo, term.coef});
+            }
+            b.index.push_back(std::move(g));
+        }
+        return b;
+    };
+
+    const Tensor &t = c.tensors[size_t(plan.tensor)];
+    Tensor packed{t.name + "_packed", {}, TensorKind::Scratch};
+    Access packed_at{int(c.tensors.size()), {}};
+    for (const PackPlan::Dim &d : plan.dims) {
+        const int var = d.inner ? inner_var[size_t(d.var)] : d.var;
+        packed.shape.push_back(q.vars[size_t(var)].extent);
+        packed_at.index.push_back(Affine::of_var(var));
+    }
+    q.tensors = c.tensors;
+    q.tensors.push_back(packed);
+
+    // Statement 0 copies T into P; the nest's statements read P.
+    const Nest &nest = p.tree.nests[size_t(plan.nest)];
+    q.stmts.push_back({packed_at, ReduceKind::None, Expr::read(access(plan.read))});
+    std::function<Expr(const Expr &, bool)> expr = [&](const Expr &e, bool in_nest) {
+        Expr r = e;
+        if (e.op == OpKind::Read)
+            r.access = in_nest && e.access.tensor == plan.tensor ? packed_at : access(e.access);
+        for (Expr &arg : r.args) arg = expr(arg, in_nest);
+        return r;
+    };
+    for (size_t s = 0; s < c.stmts.size(); ++s) {
+        const bool in_nest =
+            std::find(nest.stmts.begin(), nest.stmts.end(), int(s)) != nest.stmts.end();
+        q.stmts.push_back(
+            {access(c.stmts[s].out), c.stmts[s].reduce, expr(c.stmts[s].value, in_nest)});
+    }
+    q.validate();
+
+    Program r;
+    r.comp = std::make_shared<const Computation>(std::move(q));
+    for (const Nest &n : p.tree.nests) {
+        Nest m;
+        for (int s : n.stmts) m.stmts.push_back(s + 1);
+        for (size_t d = 0; d < n.loops.size(); ++d) {
+            const Loop &l = n.loops[d];
+            const int lo = inner_var[size_t(l.var)];
+            if (lo < 0) {
+                m.loops.push_back(l);
+                continue;
+            }
+            const int64_t cut = plan.cut[size_t(l.var)];
+            const int64_t in = inner_coverage(n, int(d)), cov = coverage(n, int(d));
+            if (in >= cut) {
+                m.loops.push_back({l.var, l.size, l.tail / cut, l.unroll, l.vectorize});
+            } else if (cov <= cut) {
+                m.loops.push_back({lo, l.size, l.tail, l.unroll, l.vectorize});
+            } else {  // straddles the cut: chunks of `cut`, then the loop's own chunks inside
+                m.loops.push_back({l.var, cov / cut, 0, l.unroll, false});
+                m.loops.push_back({lo, cut / in, 0, l.unroll, l.vectorize});
+            }
+        }
+        r.tree.nests.push_back(std::move(m));
+    }
+    // The copy nest: P's dimensions in order, the innermost vectorized when it fits a vector.
+    Nest copy{{}, {0}};
+    for (const Affine &f : packed_at.index) {
+        const int var = f.terms[0].var;
+        copy.loops.push_back({var, r.comp->vars[size_t(var)].extent, 0, false, false});
+    }
+    Loop &innermost = copy.loops.back();
+    innermost.vectorize = innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
+    r.tree.nests.insert(r.tree.nests.begin() + plan.nest, std::move(copy));
+    r.cursor = r.tree.flat({plan.nest + 1, plan.depth});
+    validate_loop_tree(*r.comp, r.tree);
+    return r;
+}
+
+}  // namespace looptool::detail

@@ -1,0 +1,38 @@
+// The `pack` layout action (docs/actions.md), behind actions.h's why_illegal / try_apply.
+//
+// At a loop over variable v, `pack` copies the one input tensor T that the loop's nest reads
+// without v (B under a matmul's m loop, the weights under a conv's output-row loop) into a
+// scratch tensor P laid out in the order the nest walks T's variables, in a copy nest placed
+// right before the nest, and the nest reads P instead: the register tile's loads of T become
+// unit-stride and a block of T that the nest reuses is contiguous (what oneDNN's and
+// OpenBLAS's packing of B does; docs/performance.md, section n).
+//
+// P must be affine in the variables, so a variable of T that the nest walks in two separate
+// pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the
+// computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
+// cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent.
+#pragma once
+
+#include "looptool/loop_tree.h"
+
+namespace looptool::detail {
+
+struct PackPlan {
+    int nest = -1, depth = -1;
+    int tensor = -1;  ///< T
+    Access read;      ///< T's access in the nest (every read of T there is this one)
+    /// P's dimensions in order: a variable of T, and for a variable in two pieces which one.
+    struct Dim {
+        int var = 0;
+        bool inner = false;
+    };
+    std::vector<Dim> dims;
+    std::vector<int64_t> cut;  ///< per variable: where it splits in two (the inner extent), or 0
+};
+
+/// nullptr when `pack` is legal at loop `depth` of nest `nest` (and fills `plan`); else why not.
+const char *pack_plan(const Program &p, int nest, int depth, PackPlan &plan);
+/// The packed program; the cursor stays on the same loop.
+Program apply_pack(const Program &p, const PackPlan &plan);
+
+}  // namespace looptool::detail

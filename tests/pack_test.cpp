@@ -1,0 +1,161 @@
+// The `pack` layout action (looptool/action_pack.h, docs/actions.md): the packed copy's layout,
+// the cut variables, legality, and every packed kernel checked against the reference of the
+// computation as the user wrote it (the JIT and the scheduled interpreter).
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+#include "looptool/actions.h"
+#include "looptool/export.h"
+#include "looptool/interpreter.h"
+#include "looptool/jit.h"
+#include "looptool/text_format.h"
+#include "looptool/verify.h"
+#include "test_util.h"
+
+using namespace looptool;
+
+namespace {
+
+Program apply_all(Program p, const std::vector<Action> &as) {
+    for (Action a : as) p = apply(p, a);
+    return p;
+}
+
+// The packed program computes what `original` computes: JIT kernel and interpreter, on the
+// original's buffers (the scratch copy is the kernel's own).
+void expect_matches(const Program &p, const Computation &original) {
+    static std::unique_ptr<Jit> jit = Jit::create();
+    ASSERT_TRUE(same_storage(*p.comp, original));
+    Buffers in = make_buffers(original, 11);
+    const Reference want = compute_reference(original, in);
+    Buffers got = in;
+    fill_non_inputs(original, got, std::numeric_limits<float>::quiet_NaN());
+    jit->compile(p).fn(got.pointers().data(), nullptr);
+    Comparison c = compare_outputs(original, want, got, 1.0);
+    EXPECT_TRUE(c.ok) << "JIT: " << c.first_mismatch << "\n" << dump(p, false);
+    Buffers run = in;  // the interpreter's reductions start from the zeros make_buffers left
+    run_schedule(p, run);
+    c = compare_outputs(original, want, run, 1.0);
+    EXPECT_TRUE(c.ok) << "interpreter: " << c.first_mismatch << "\n" << dump(p, false);
+}
+
+// A matmul's 8x32 register tile, n blocks outermost; the cursor ends on the m-block loop.
+const std::vector<Action> kTileToMBlocks = {
+    Action::Split8,  Action::Down,   Action::SwapDown, Action::Down, Action::Split32,
+    Action::SwapUp,  Action::SwapUp, Action::SwapUp,   Action::Down};
+
+}  // namespace
+
+// Under the m loop B is invariant: its 32-column panels become contiguous, n is cut in two.
+TEST(Pack, MatmulCopiesPanelsOfBInTheTilesOrder) {
+    auto c = std::make_shared<Computation>(make_matmul(20, 64, 24));  // m has a tail of 4
+    Program p = apply_all(Program::naive(c), kTileToMBlocks);         // n, m, k, m', n'
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    Program q = apply(p, Action::Pack);
+    const Computation &k = *q.comp;
+    ASSERT_EQ(k.tensors.size(), 5u);
+    EXPECT_EQ(k.tensors[4].name, "B_packed");
+    EXPECT_EQ(k.tensors[4].kind, TensorKind::Scratch);
+    EXPECT_EQ(k.tensors[4].shape, (std::vector<int64_t>{2, 24, 32}));
+    EXPECT_EQ(k.num_buffers(), 4u);
+    EXPECT_EQ(k.vars[2].name, "n_o");
+    EXPECT_EQ(k.vars[2].extent, 2);
+    EXPECT_EQ(k.vars[3].name, "n_i");
+    EXPECT_EQ(k.vars[3].extent, 32);
+    EXPECT_EQ(format_stmt(k, k.stmts[0]), "B_packed[n_o, k, n_i] = B[k, 32*n_o+n_i]");
+    EXPECT_EQ(format_stmt(k, k.stmts[1]), "T[m, 32*n_o+n_i] += A[m, k] * B_packed[n_o, k, n_i]");
+    // The copy nest comes first, its innermost loop vectorized; the cursor stays on m.
+    ASSERT_EQ(q.tree.nests.size(), 3u);
+    EXPECT_EQ(q.tree.nests[0].stmts, std::vector<int>{0});
+    EXPECT_TRUE(q.tree.nests[0].loops.back().vectorize);
+    EXPECT_EQ(q.tree.loop(q.cursor).var, 0);
+    EXPECT_EQ(q.tree.pos(q.cursor).nest, 1);
+    expect_matches(q, *c);
+    // The tile goes on as usual after the pack; every state checked.
+    for (Action a : {Action::Down, Action::Down, Action::Unroll, Action::Down, Action::Vectorize}) {
+        q = apply(q, a);
+        expect_matches(q, *c);
+    }
+    // The text format keeps the scratch tensor.
+    EXPECT_TRUE(parse_program(serialize(q)).same_as(q));
+    EXPECT_NE(schedule_key(q), schedule_key(apply_all(p, {Action::Down, Action::Down})));
+}
+
+// A write nest whose n loop straddles the cut (64-wide chunks, 32-wide panels) is cut in two.
+TEST(Pack, CutsOtherNestsLoopsWhereThePanelEnds) {
+    auto c = std::make_shared<Computation>(make_matmul(9, 128, 10));
+    Program p = Program::naive(c);
+    p.cursor = 4;  // the write nest's n
+    p = apply_all(p, {Action::Split64, Action::Down, Action::Vectorize});  // m, n(2), n'(64) v
+    p.cursor = 0;
+    p = apply_all(p, kTileToMBlocks);
+    Program q = apply(p, Action::Pack);
+    const Nest &write = q.tree.nests[2];
+    ASSERT_EQ(write.loops.size(), 4u);  // m, n_o 2 (64 = 2 panels), n_o 2, n_i 32 vectorized
+    EXPECT_EQ(write.loops[2].size, 2);
+    EXPECT_EQ(write.loops[3].size, 32);
+    EXPECT_TRUE(write.loops[3].vectorize);
+    expect_matches(q, *c);
+}
+
+// Under a conv's output-row loop the weights are invariant: blocks of 16 output channels
+// become contiguous (oneDNN's Ohwi16o-like layout, in our c, kh, kw order).
+TEST(Pack, ConvWeightsInBlocksOfOutputChannels) {
+    auto c = std::make_shared<Computation>(make_conv2d(1, 3, 6, 9, 32, 3, 3));
+    Program p = Program::naive(c);  // n, c, ho, wo, kh, kw, m | write nest
+    p.cursor = 6;
+    p = apply_all(p, {Action::Split16, Action::SwapUp, Action::SwapUp, Action::SwapUp,
+                      Action::SwapUp, Action::SwapUp, Action::SwapUp});  // m, n, c, ho, wo, kh, kw, m'
+    p.cursor = 3;                                                        // ho
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    Program q = apply(p, Action::Pack);
+    const Computation &k = *q.comp;
+    EXPECT_EQ(k.tensors.back().name, "W_packed");
+    EXPECT_EQ(k.tensors.back().shape, (std::vector<int64_t>{2, 3, 3, 3, 16}));
+    expect_matches(q, *c);
+    q = apply_all(q, {Action::Down, Action::Down, Action::Down, Action::Down, Action::Unroll});
+    expect_matches(q, *c);
+}
+
+TEST(Pack, IllegalWhereNothingWouldChangeOrTheCutDoesNotDivide) {
+    Program naive = tests::matmul_program(8, 64, 8);  // m, k, n: B already in its own layout
+    EXPECT_STREQ(why_illegal(naive, Action::Pack),
+                 "the nest already walks the input in its own layout");
+    naive.cursor = 1;  // k: both inputs use it
+    EXPECT_STREQ(why_illegal(naive, Action::Pack),
+                 "no input of the nest is invariant in this loop");
+    // n = 40 in 32-wide panels: the cut does not divide n.
+    Program odd = apply_all(tests::matmul_program(16, 40, 8), kTileToMBlocks);
+    EXPECT_STREQ(why_illegal(odd, Action::Pack),
+                 "the inner piece of a split variable does not divide its extent");
+    // Once packed, B is read only by the copy nest: a second pack of it is illegal there.
+    Program q = apply(apply_all(tests::matmul_program(16, 64, 8), kTileToMBlocks), Action::Pack);
+    EXPECT_NE(why_illegal(q, Action::Pack), nullptr);
+    EXPECT_EQ(ActionSpace::preset("full").index_of(Action::Pack), -1);
+    EXPECT_GE(ActionSpace::preset("layout").index_of(Action::Pack), 0);
+}
+
+// Random walks of the `layout` space after a pack (further packs, splits, swaps, merges,
+// flattens): every state computes the original matmul.
+TEST(Pack, RandomLayoutSequencesAfterAPackVerify) {
+    std::mt19937_64 rng(17);
+    const ActionSpace space = ActionSpace::preset("layout");
+    for (int i = 0; i < 40; ++i) {
+        auto c = std::make_shared<Computation>(make_matmul(9 + i % 13, 64, 16 + i % 7));
+        Program p = apply(apply_all(Program::naive(c), kTileToMBlocks), Action::Pack);
+        p = tests::random_walk(p, rng, 10, space);
+        expect_matches(p, *c);
+    }
+}
+
+// An exported packed kernel allocates its copy itself: the C signature is unchanged.
+TEST(Pack, ExportsWithTheSameSignature) {
+    auto c = std::make_shared<Computation>(make_matmul(16, 64, 8, "mm16_64_8"));
+    Program q = apply(apply_all(Program::naive(c), kTileToMBlocks), Action::Pack);
+    ExportedKernel packed = export_kernel(q), plain = export_kernel(Program::naive(c));
+    const std::string signature = "void mm16_64_8(const float *A, const float *B, float *C);";
+    EXPECT_NE(plain.header.find(signature), std::string::npos) << plain.header;
+    EXPECT_NE(packed.header.find(signature), std::string::npos) << packed.header;
+}
