@@ -21,6 +21,7 @@ std::string TileSchedule::name() const {
     if (nb > 0) s += fmt::format(" nb{}", nb);
     s += " " + outer;
     if (!vectorize_write) s += " scalar-write";
+    if (pack) s += " pack";
     return s;
 }
 
@@ -141,10 +142,15 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         b.go(b.flat(1, b.depth_of(1, N, wn ? 1 : 0)));
         b.act(Action::Vectorize);
     }
+    // 5. B packed in the order the tile walks it (illegal, so an Error, unless tn | n).
+    if (s.pack) {
+        b.go(b.flat(0, b.depth_of(0, M, 0)));
+        b.act(Action::Pack);
+    }
     return b.take();
 }
 
-std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k) {
+std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool layout) {
     std::vector<TileSchedule> f;
     const std::pair<int, int> tiles[] = {{8, 32}, {8, 16}, {4, 64}, {16, 16}, {4, 32}, {8, 64}};
     for (auto [tm, tn] : tiles)
@@ -162,11 +168,19 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k) {
                     for (const char *outer : {"knmN", "nkmN"})
                         f.push_back({8, 32, kb, outer, true, nb});
     f.push_back({8, 32, 0, "mn", false});
+    if (layout) {
+        for (auto [tm, tn] :
+             {std::pair{8, 32}, std::pair{4, 64}, std::pair{8, 16}, std::pair{16, 16}})
+            for (const char *outer : {"nm", "mn"}) f.push_back({tm, tn, 0, outer, true, 0, true});
+        if (k >= 256)
+            for (const char *outer : {"kmn", "nkm"})
+                f.push_back({8, 32, 256, outer, true, 0, true});
+    }
     return f;
 }
 
 std::string ConvTileSchedule::name() const {
-    return fmt::format("conv {}x{} {}", tm, tw, flat ? "flat" : outer);
+    return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
 }
 
 namespace {
@@ -265,18 +279,27 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     const bool wn = b.split(1, wvar, 16, extent(wvar));
     b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
     b.act(Action::Vectorize);
+    // W packed under the output rows (or, flat, under the fused rows and columns).
+    if (s.pack) {
+        b.go(b.flat(0, b.depth_of(0, v->ho >= 0 ? v->ho : v->wo, 0)));
+        b.act(Action::Pack);
+    }
     return b.take();
 }
 
-std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw) {
+std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw,
+                                                   bool layout) {
     std::vector<ConvTileSchedule> f;
     const std::pair<int, int> tiles[] = {{8, 32}, {4, 64}, {8, 16}, {16, 16}, {4, 32}};
-    for (auto [tm, tw] : tiles) {
-        // A tile wider than the image repeats a narrower one (the whole row is the tile).
-        if (tm > 8 && tm / 2 >= co) continue;
-        if (!(tw > 16 && tw / 2 >= wo))
-            for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer});
-        if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true});
+    for (bool pack : {false, true}) {
+        if (pack && !layout) break;
+        for (auto [tm, tw] : tiles) {
+            // A tile wider than the image repeats a narrower one (the whole row is the tile).
+            if (tm > 8 && tm / 2 >= co) continue;
+            if (!(tw > 16 && tw / 2 >= wo))
+                for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer, false, pack});
+            if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true, pack});
+        }
     }
     return f;
 }
@@ -305,18 +328,22 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
     if (looptool::schedule_key(start) !=
         looptool::schedule_key(looptool::Program::naive(start.comp)))
         throw looptool::Error("the tile search starts from the naive nest only");
-    // Each family as its action sequences (empty: not expressible for this shape).
+    // Each family as its action sequences (empty: not expressible for this shape). The layout
+    // members only where the action space has `pack`.
+    const bool layout = env.action_space().index_of(Action::Pack) >= 0;
     std::vector<std::function<std::vector<Action>()>> family;
     if (conv) {
         for (const ConvTileSchedule &s : conv_schedule_family(
                  c.vars[size_t(conv->m)].extent, c.vars[size_t(conv->wo)].extent,
                  c.vars[size_t(conv->kh)].extent == 1 && c.vars[size_t(conv->kw)].extent == 1
                      ? c.vars[size_t(conv->ho)].extent * c.vars[size_t(conv->wo)].extent
-                     : 0))
+                     : 0,
+                 layout))
             family.push_back([&c, s] { return conv_tile_actions(c, s); });
     } else {
-        for (const TileSchedule &s : schedule_family(
-                 c.vars[size_t(M)].extent, c.vars[size_t(N)].extent, c.vars[size_t(K)].extent))
+        for (const TileSchedule &s :
+             schedule_family(c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
+                             c.vars[size_t(K)].extent, layout))
             family.push_back([&c, s] { return tile_actions(c, s); });
     }
     for (const auto &make : family) {

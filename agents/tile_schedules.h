@@ -26,8 +26,11 @@ struct TileSchedule {
     std::string outer = "mn";
     bool vectorize_write = true;  ///< split the write nest's n by 16 and vectorize it
     int nb = 0;                   ///< n block (a multiple of tn) outside the tile columns; 0: none
+    /// Last, `pack` B under the outermost m loop (layout action, docs/actions.md): B's tn-wide
+    /// column panels (kb x tn blocks with a k block) become contiguous. Needs tn | n.
+    bool pack = false;
 
-    std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn", "8x32 mn scalar-write"
+    std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn pack", "8x32 mn scalar-write"
 };
 
 /// The hand schedule (8x32 tile, m_o n_o k m_i n_i) as actions from the naive nest of
@@ -41,8 +44,10 @@ std::vector<looptool::Action> tile_actions(const looptool::Computation &c, const
 /// orders; for k >= 256, k blocks of 128 and 256 in orders kmn, mkn, nkm for the 8x32 and 4x64
 /// tiles; for m, n, k >= 512, the 8x32 tile with k blocks of 128/256 and n blocks of
 /// 256/512 in orders knmN, nkmN (B block kb x nb kept in L2 while m sweeps); and the 8x32 tile
-/// with a scalar write nest, to show what vectorizing it is worth.
-std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k);
+/// with a scalar write nest, to show what vectorizing it is worth. With `layout` (the action
+/// space has `pack`), also the 8x32, 4x64, 8x16 and 16x16 tiles in both orders and the k-blocked
+/// 8x32 ones with B packed.
+std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool layout = false);
 
 /// The conv2d counterpart (make_conv2d's nest n, c, ho, wo, kh, kw, m and its write nest
 /// n, m, ho, wo): a register tile of tm output channels x tw output columns (m split by tm and
@@ -58,7 +63,10 @@ struct ConvTileSchedule {
     /// 1x1 convs: `flatten` ho and wo first (layout action, docs/actions.md), so the tile's
     /// columns run over ho * wo, contiguous in X and Y; `outer` is then n, m_o, hw_o.
     bool flat = false;
-    std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat"
+    /// Last, `pack` W under the output-row loop (layout action): each block of tm output
+    /// channels' weights becomes contiguous, [m_o][c][kh][kw][m_i]. Needs tm | co.
+    bool pack = false;
+    std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat", "conv 16x16 hm pack"
 };
 
 /// The actions from the naive nest of a make_conv2d computation (vars found by their role in
@@ -70,8 +78,10 @@ std::vector<looptool::Action> conv_tile_actions(const looptool::Computation &c,
 /// The conv variants tried per shape: tiles 8x32, 4x64, 8x16, 16x16, 4x32 (6 to 16
 /// accumulator registers of 16 floats) in both outer orders, tiles wider than wo skipped when
 /// a narrower one already covers it; with `hw` > 0 (a 1x1 conv of ho * wo = hw outputs per
-/// channel) also the same tiles `flat` over hw (they need the `layout` action space).
-std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw = 0);
+/// channel) also the same tiles `flat` over hw; with `layout`, every member also with W packed.
+/// Flat and packed members need the `layout` action space.
+std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw = 0,
+                                                   bool layout = false);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);

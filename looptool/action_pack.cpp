@@ -86,7 +86,8 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     for (size_t d = 0; d < nest.loops.size(); ++d) {
         const int u = nest.loops[d].var;
         if (!of_t[size_t(u)] || (!plan.dims.empty() && plan.dims.back().var == u)) continue;
-        if (++pieces[size_t(u)] > 2) return "the nest walks a variable of the input in three pieces";
+        if (++pieces[size_t(u)] > 2)
+            return "the nest walks a variable of the input in three pieces";
         if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
         plan.dims.push_back({u, pieces[size_t(u)] == 2});
     }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "agents/tile_schedules.h"
 #include "looptool/actions.h"
 #include "looptool/export.h"
 #include "looptool/interpreter.h"
@@ -42,9 +43,9 @@ void expect_matches(const Program &p, const Computation &original) {
 }
 
 // A matmul's 8x32 register tile, n blocks outermost; the cursor ends on the m-block loop.
-const std::vector<Action> kTileToMBlocks = {
-    Action::Split8,  Action::Down,   Action::SwapDown, Action::Down, Action::Split32,
-    Action::SwapUp,  Action::SwapUp, Action::SwapUp,   Action::Down};
+const std::vector<Action> kTileToMBlocks = {Action::Split8, Action::Down,    Action::SwapDown,
+                                            Action::Down,   Action::Split32, Action::SwapUp,
+                                            Action::SwapUp, Action::SwapUp,  Action::Down};
 
 }  // namespace
 
@@ -87,7 +88,7 @@ TEST(Pack, MatmulCopiesPanelsOfBInTheTilesOrder) {
 TEST(Pack, CutsOtherNestsLoopsWhereThePanelEnds) {
     auto c = std::make_shared<Computation>(make_matmul(9, 128, 10));
     Program p = Program::naive(c);
-    p.cursor = 4;  // the write nest's n
+    p.cursor = 4;                                                          // the write nest's n
     p = apply_all(p, {Action::Split64, Action::Down, Action::Vectorize});  // m, n(2), n'(64) v
     p.cursor = 0;
     p = apply_all(p, kTileToMBlocks);
@@ -106,9 +107,10 @@ TEST(Pack, ConvWeightsInBlocksOfOutputChannels) {
     auto c = std::make_shared<Computation>(make_conv2d(1, 3, 6, 9, 32, 3, 3));
     Program p = Program::naive(c);  // n, c, ho, wo, kh, kw, m | write nest
     p.cursor = 6;
-    p = apply_all(p, {Action::Split16, Action::SwapUp, Action::SwapUp, Action::SwapUp,
-                      Action::SwapUp, Action::SwapUp, Action::SwapUp});  // m, n, c, ho, wo, kh, kw, m'
-    p.cursor = 3;                                                        // ho
+    p = apply_all(p,
+                  {Action::Split16, Action::SwapUp, Action::SwapUp, Action::SwapUp, Action::SwapUp,
+                   Action::SwapUp, Action::SwapUp});  // m, n, c, ho, wo, kh, kw, m'
+    p.cursor = 3;                                     // ho
     ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
     Program q = apply(p, Action::Pack);
     const Computation &k = *q.comp;
@@ -158,4 +160,31 @@ TEST(Pack, ExportsWithTheSameSignature) {
     const std::string signature = "void mm16_64_8(const float *A, const float *B, float *C);";
     EXPECT_NE(plain.header.find(signature), std::string::npos) << plain.header;
     EXPECT_NE(packed.header.find(signature), std::string::npos) << packed.header;
+}
+
+// The `tile` template's packed members (the `layout` space): matmul tiles with B's panels
+// packed, with and without a k block, and conv tiles with W packed; every one verified.
+TEST(Pack, TileTemplateMembersWithPackingMatchTheReference) {
+    auto mm = std::make_shared<Computation>(make_matmul(40, 128, 512));
+    int packed = 0;
+    for (const looptune::TileSchedule &s : looptune::schedule_family(40, 128, 512, true)) {
+        if (!s.pack) continue;
+        const auto actions = looptune::tile_actions(*mm, s);
+        ASSERT_EQ(actions.back(), Action::Pack) << s.name();
+        expect_matches(apply_all(Program::naive(mm), actions), *mm);
+        ++packed;
+    }
+    EXPECT_EQ(packed, 10);
+    EXPECT_EQ(looptune::schedule_family(40, 128, 512).size() + 10,
+              looptune::schedule_family(40, 128, 512, true).size());
+    auto conv = std::make_shared<Computation>(make_conv2d(1, 3, 9, 21, 16, 3, 3));
+    packed = 0;
+    for (const looptune::ConvTileSchedule &s : looptune::conv_schedule_family(16, 19, 0, true)) {
+        if (!s.pack) continue;
+        const Program p = apply_all(Program::naive(conv), looptune::conv_tile_actions(*conv, s));
+        EXPECT_EQ(p.comp->tensors.back().name, "W_packed") << s.name();
+        expect_matches(p, *conv);
+        ++packed;
+    }
+    EXPECT_GE(packed, 8);
 }
