@@ -33,6 +33,8 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 int guided_step_limit(const looptool::Computation &c, int policy_steps) {
     int long_vars = 0;
     for (const auto &v : c.vars) long_vars += v.extent > 256;
+    // A conv tile is 35-50 actions (seven loops to order, then the write nest and the pack).
+    if (conv_shape(c)) return std::max(policy_steps + 8 * long_vars, kConvSteps);
     return policy_steps + 8 * long_vars;
 }
 
@@ -42,6 +44,26 @@ struct Seed {
     std::string name;
     std::vector<Action> actions;  // from the naive nest
 };
+
+/// The seeds that apply from the naive nest, within the step limit and the action space. The
+/// layout actions `flatten` and `pack` are allowed outside it: a seed is measured, not chosen
+/// by the policy, and the policy's actions go on from the state it reaches.
+std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> candidates,
+                             int limit, const looptool::ActionSpace &space) {
+    std::vector<Seed> out;
+    const Program naive = Program::naive(std::make_shared<const looptool::Computation>(c));
+    for (Seed &s : candidates) {
+        Program p = naive;
+        bool ok = int(s.actions.size()) <= limit;
+        for (Action a : s.actions) {
+            const bool layout = a == Action::Flatten || a == Action::Pack;
+            ok = ok && (space.index_of(a) >= 0 || layout) && looptool::is_legal(p, a);
+            if (ok) p = looptool::apply(p, a);
+        }
+        if (ok) out.push_back(std::move(s));
+    }
+    return out;
+}
 
 /// The starting points worth a measurement each within a budget of a fraction of a second.
 /// For n >= 2, `tile` members: the tile that wins most of LoopTune's grid (8x32; 16x16 when
@@ -53,6 +75,25 @@ struct Seed {
 /// naive nest's 1.8).
 std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
                             const looptool::ActionSpace &space) {
+    // A conv2d: the conv family's members that win most often on real layers (section m of
+    // docs/performance.md): row tiles along wo, the channel-vectorized tiles with W packed for
+    // narrow images, and the flat tile for 1x1 convs.
+    if (const auto cs = conv_shape(c)) {
+        std::vector<ConvTileSchedule> tiles = {{8, 32, "mh"},
+                                               {16, 16, "hm"},
+                                               {4, 64, "hm"},
+                                               {64, 4, "mh", false, true, true},
+                                               {32, 8, "mh", false, true, true}};
+        if (cs->wo <= 14) tiles.push_back({32, int(cs->wo), "mh", false, true, true});
+        if (cs->hw > 0) tiles.push_back({8, 32, "mh", true});
+        std::vector<Seed> candidates;
+        for (const ConvTileSchedule &t : tiles) try {
+                candidates.push_back({"tile " + t.name(), conv_tile_actions(c, t)});
+            } catch (const looptool::Error &) {
+                // not expressible for this layer (a pack needs tm | co, flat a 1x1 conv)
+            }
+        return applicable(c, std::move(candidates), limit, space);
+    }
     const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
     if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2) return {};
     const int64_t m = c.vars[size_t(M)].extent, n = c.vars[size_t(N)].extent,
@@ -79,19 +120,7 @@ std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
             }
         }
     }
-    // Only seeds that apply from the naive nest, within the step limit and the action space.
-    std::vector<Seed> out;
-    const Program naive = Program::naive(std::make_shared<const looptool::Computation>(c));
-    for (Seed &s : candidates) {
-        Program p = naive;
-        bool ok = int(s.actions.size()) <= limit;
-        for (Action a : s.actions) {
-            ok = ok && space.index_of(a) >= 0 && looptool::is_legal(p, a);
-            if (ok) p = looptool::apply(p, a);
-        }
-        if (ok) out.push_back(std::move(s));
-    }
-    return out;
+    return applicable(c, std::move(candidates), limit, space);
 }
 
 struct Node {

@@ -67,7 +67,9 @@ struct GuidedResult {
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8
 /// (a split, its moves and a swap: one cache block) for each loop variable longer than 256
 /// (LoopTune's grid ends at 256; beyond it schedules need k and n blocks, 35+ actions).
+/// On a conv2d at least kConvSteps, so its tile seeds and rollouts from them fit.
 int guided_step_limit(const looptool::Computation &c, int policy_steps);
+inline constexpr int kConvSteps = 64;
 
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.

@@ -180,6 +180,7 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool 
 }
 
 std::string ConvTileSchedule::name() const {
+    if (vector_m) return fmt::format("conv {}x{} vm pack", tm, tw);
     return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
 }
 
@@ -221,6 +222,13 @@ std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
 
 }  // namespace
 
+std::optional<ConvShape> conv_shape(const looptool::Computation &c) {
+    const auto v = conv_vars(c);
+    if (!v) return std::nullopt;
+    auto e = [&](int var) { return c.vars[size_t(var)].extent; };
+    return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0};
+}
+
 std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {
     auto v = conv_vars(c);
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
@@ -241,7 +249,12 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     };
     std::vector<Id> order = {{v->n, 0}};
     const Id m_o{v->m, 0}, ho{v->ho, 0};
-    if (v->ho < 0) {
+    if (s.vector_m && (s.flat || v->ho < 0))
+        throw looptool::Error("the vector_m conv tile is not flat");
+    if (s.vector_m) {
+        if (ms) order.push_back(m_o);
+        order.push_back(ho);
+    } else if (v->ho < 0) {
         if (ms) order.push_back(m_o);
     } else if (s.outer == "hm") {
         order.push_back(ho);
@@ -251,9 +264,10 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
         order.push_back(ho);
     }
     if (ws) order.push_back({v->wo, 0});
-    for (Id r :
-         {Id{v->c, 0}, Id{v->kh, 0}, Id{v->kw, 0}, Id{v->m, ms ? 1 : 0}, Id{v->wo, ws ? 1 : 0}})
-        order.push_back(r);
+    const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0};
+    for (Id r : {Id{v->c, 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
+    order.push_back(s.vector_m ? wo_i : m_i);
+    order.push_back(s.vector_m ? m_i : wo_i);
     // Move each loop up to its place, outermost first (loops of one var keep their order).
     for (size_t i = 0; i < order.size(); ++i) {
         int d = b.depth_of(0, order[i].var, order[i].level);
@@ -262,12 +276,13 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
         b.go(b.flat(0, d));
         for (; d > int(i); --d) b.act(Action::SwapUp);
     }
-    const int dm = b.depth_of(0, v->m, ms ? 1 : 0);
-    if (b.loop(0, dm).size > 1) {
-        b.go(b.flat(0, dm));
+    const int du = s.vector_m ? b.depth_of(0, v->wo, wo_i.level) : b.depth_of(0, v->m, m_i.level);
+    if (b.loop(0, du).size > 1) {
+        b.go(b.flat(0, du));
         b.act(Action::Unroll);
     }
-    b.go(b.flat(0, b.depth_of(0, v->wo, ws ? 1 : 0)));
+    const Id vec = s.vector_m ? m_i : wo_i;
+    b.go(b.flat(0, b.depth_of(0, vec.var, vec.level)));
     b.act(Action::Vectorize);
     // The write nest (naive order n, ho, wo, m): m moved out to depth 1 so the contiguous wo
     // is innermost, then 16 columns at a time.
@@ -280,7 +295,7 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
     b.act(Action::Vectorize);
     // W packed under the output rows (or, flat, under the fused rows and columns).
-    if (s.pack) {
+    if (s.pack || s.vector_m) {
         b.go(b.flat(0, b.depth_of(0, v->ho >= 0 ? v->ho : v->wo, 0)));
         b.act(Action::Pack);
     }
@@ -300,6 +315,15 @@ std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64
                 for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer, false, pack});
             if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true, pack});
         }
+    }
+    // Channel-vectorized tiles: 64 x 4 and 32 x 8 columns, or a whole narrow row (up to 28
+    // accumulators of the 32 vector registers).
+    if (layout) {
+        std::vector<std::pair<int, int>> vm = {{64, 4}, {32, 8}};
+        if (wo <= 14 && wo != 8) vm.push_back({32, int(wo)});
+        if (wo <= 28) vm.push_back({16, int(wo)});
+        for (auto [tm, tw] : vm)
+            if (tm / 2 < co && tw / 2 < wo) f.push_back({tm, tw, "mh", false, true, true});
     }
     return f;
 }
@@ -333,12 +357,8 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
     const bool layout = env.action_space().index_of(Action::Pack) >= 0;
     std::vector<std::function<std::vector<Action>()>> family;
     if (conv) {
-        for (const ConvTileSchedule &s : conv_schedule_family(
-                 c.vars[size_t(conv->m)].extent, c.vars[size_t(conv->wo)].extent,
-                 c.vars[size_t(conv->kh)].extent == 1 && c.vars[size_t(conv->kw)].extent == 1
-                     ? c.vars[size_t(conv->ho)].extent * c.vars[size_t(conv->wo)].extent
-                     : 0,
-                 layout))
+        const ConvShape cs = *conv_shape(c);
+        for (const ConvTileSchedule &s : conv_schedule_family(cs.co, cs.wo, cs.hw, layout))
             family.push_back([&c, s] { return conv_tile_actions(c, s); });
     } else {
         for (const TileSchedule &s :

@@ -9,6 +9,7 @@
 // nest (T -> C) is vectorized.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ struct ConvTileSchedule {
     /// Last, `pack` W under the output-row loop (layout action): each block of tm output
     /// channels' weights becomes contiguous, [m_o][c][kh][kw][m_i]. Needs tm | co.
     bool pack = false;
+    /// The tile the other way round (oneDNN's blocked-layout kernels): tm output channels
+    /// vectorized (innermost) x tw output columns unrolled, loops n, m_o, ho, wo_o, c, kh, kw,
+    /// wo_i, m_i; each step loads one vector of packed weights and broadcasts tw inputs. For
+    /// narrow images (7-14 columns), where a vector along wo is mostly empty. Always packed.
+    bool vector_m = false;
     std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat", "conv 16x16 hm pack"
 };
 
@@ -78,10 +84,18 @@ std::vector<looptool::Action> conv_tile_actions(const looptool::Computation &c,
 /// The conv variants tried per shape: tiles 8x32, 4x64, 8x16, 16x16, 4x32 (6 to 16
 /// accumulator registers of 16 floats) in both outer orders, tiles wider than wo skipped when
 /// a narrower one already covers it; with `hw` > 0 (a 1x1 conv of ho * wo = hw outputs per
-/// channel) also the same tiles `flat` over hw; with `layout`, every member also with W packed.
-/// Flat and packed members need the `layout` action space.
+/// channel) also the same tiles `flat` over hw; with `layout`, every member also with W packed,
+/// and the `vector_m` tiles 64x4, 32x8 and whole rows of up to 14 (32 channels) or 28 (16)
+/// columns (channels x columns). Flat and packed members need the `layout` action space.
 std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw = 0,
                                                    bool layout = false);
+
+/// A conv2d's sizes as the conv family needs them: output channels, output columns, and for a
+/// 1x1 conv the outputs per channel (else 0). nullopt when `c` is not a conv2d.
+struct ConvShape {
+    int64_t co = 0, wo = 0, hw = 0;
+};
+std::optional<ConvShape> conv_shape(const looptool::Computation &c);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);

@@ -107,7 +107,9 @@ int main(int argc, char **argv) {
     app.add_option("--schedules", schedules,
                    "A compare results.csv: each benchmark's fastest measured row is our side "
                    "(default: the naive nest)");
-    bool family = false;
+    bool family = false, members = false;
+    app.add_flag("--members", members,
+                 "With --family: print each member's short-protocol GFLOPS to stderr");
     app.add_flag("--family", family,
                  "Also try every member of the `tile` template's conv family (short protocol) "
                  "and keep the fastest candidate as our side");
@@ -169,13 +171,20 @@ int main(int argc, char **argv) {
                 const Program naive = Program::naive(comp);
                 auto extent = [&](const char *v) { return c.vars[size_t(c.var_index(v))].extent; };
                 const bool one = extent("kh") == 1 && extent("kw") == 1;
+                // Every member, the layout ones (flat, packed W) included.
                 for (const auto &t : looptune::conv_schedule_family(
-                         extent("m"), extent("wo"), one ? extent("ho") * extent("wo") : 0)) {
+                         extent("m"), extent("wo"), one ? extent("ho") * extent("wo") : 0, true)) {
                     Program q = naive;
-                    const auto acts = looptune::conv_tile_actions(c, t);
+                    std::vector<Action> acts;
+                    try {
+                        acts = looptune::conv_tile_actions(c, t);
+                    } catch (const Error &) {
+                        continue;  // not expressible for this layer (a pack needs tm | co)
+                    }
                     for (Action a : acts) q = apply(q, a);
                     Kernel kq = jit->compile(q);
                     const double g = measure_kernel(kq.fn, c, buf, quick).median_gflops;
+                    if (members) fmt::print(stderr, "{} {}: {:.1f} GFLOPS\n", name, t.name(), g);
                     if (g > best_g)
                         best_g = g, p = q, method = "tile " + t.name(),
                         actions = looptune::format_actions(acts), compile_ms = kq.compile_ms;

@@ -72,6 +72,21 @@ TEST(GuidedSearch, SeedsADotProductWhenNIsOne) {
     EXPECT_TRUE(k_vectorized) << dump(r.best) << "found by " << r.found_by;
 }
 
+TEST(GuidedSearch, SeedsConvTilesOnAConv) {
+    // The policy was trained on matmuls only; the conv family's tiles (with W packed: a layout
+    // action outside the policy's space, allowed in seeds) give the search its starting points.
+    Environment env = policy_env();
+    const Program start =
+        Program::naive(std::make_shared<Computation>(make_conv2d(1, 16, 9, 18, 64, 3, 3)));
+    GuidedConfig c;
+    c.budget_s = 1;
+    GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    expect_replays_and_verifies(env, start, r);
+    EXPECT_GE(r.max_steps, kConvSteps);
+    EXPECT_GE(r.best_gflops, r.greedy.best_gflops);
+    EXPECT_GT(r.best_gflops, 3 * r.base_gflops) << dump(r.best) << "found by " << r.found_by;
+}
+
 TEST(GuidedSearch, GreedyModeIsTheGreedyRolloutAlone) {
     Environment env = policy_env();
     const Program start = tests::matmul_program(48, 64, 32);

@@ -183,6 +183,12 @@ TEST(Pack, TileTemplateMembersWithPackingMatchTheReference) {
         if (!s.pack) continue;
         const Program p = apply_all(Program::naive(conv), looptune::conv_tile_actions(*conv, s));
         EXPECT_EQ(p.comp->tensors.back().name, "W_packed") << s.name();
+        if (s.vector_m) {  // output channels innermost and vectorized, columns unrolled
+            const Loop &last = p.tree.nests[1].loops.back();
+            EXPECT_TRUE(last.vectorize) << s.name();
+            EXPECT_EQ(p.comp->vars[size_t(last.var)].name[0], 'm') << s.name();
+            EXPECT_TRUE(p.tree.nests[1].loops[p.tree.nests[1].loops.size() - 2].unroll) << s.name();
+        }
         expect_matches(p, *conv);
         ++packed;
     }
