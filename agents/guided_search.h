@@ -70,6 +70,9 @@ struct GuidedResult {
 /// On a conv2d at least kConvSteps, so its tile seeds and rollouts from them fit.
 int guided_step_limit(const looptool::Computation &c, int policy_steps);
 inline constexpr int kConvSteps = 64;
+/// With bounded measurements, the best few distinct schedules (and the greedy rollout's best)
+/// are measured again with the configured protocol at the end; the budget keeps time for it.
+inline constexpr int kFinalists = 3;
 
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.

@@ -99,6 +99,9 @@ public:
     void set_measure_options(const looptool::MeasureOptions &m);
     /// Back to EnvConfig::measure.
     void reset_measure_options();
+    /// evaluate(p) with a fresh measurement under the current protocol, whatever the cache holds
+    /// (a search's finalists, first measured with fewer calls).
+    double measure_again(const looptool::Program &p, StepInfo *info = nullptr);
     const looptool::MeasureOptions &measure_options() const { return measure_; }
     /// Whether p's GFLOPS in the cache come from a measurement cut short by its time cap under
     /// set_measure_options(): then from the calls that fit, or an upper bound if none did.

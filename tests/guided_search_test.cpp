@@ -52,6 +52,9 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         expect_replays_and_verifies(env, start, r);
         EXPECT_GE(r.best_gflops, r.greedy.best_gflops);  // same measurements: never below it
         EXPECT_GT(r.best_gflops, r.base_gflops);
+        // The winner's figure is a finalist's, measured again with the full protocol.
+        EXPECT_FALSE(env.cut_short(r.best));
+        EXPECT_EQ(env.evaluate(r.best), r.best_gflops);
         EXPECT_GT(r.rollouts, 0);  // it searched beyond the greedy rollout
         EXPECT_FALSE(r.found_by.empty());
         // Loosely: the budget starts with the greedy rollout; the step in flight may overrun.
