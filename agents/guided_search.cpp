@@ -68,11 +68,11 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 /// The starting points worth a measurement each within a budget of a fraction of a second.
 /// For n >= 2, `tile` members: the tile that wins most of LoopTune's grid (8x32; 16x16 when
 /// n < 32, where a 32-wide tile leaves n unsplit: mm1000_17_300 reached 67 GFLOPS with 16x16,
-/// 4 with 8x32), a wide and a narrow one, and for deep or large shapes the k-blocked and
-/// k/n-blocked 8x32 schedules (docs/performance.md, (b)). For n = 1 (a GEMV on the other side)
-/// nothing in the tile family vectorizes, so the seeds are dot products: n above k, k split by
-/// 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS against the
-/// naive nest's 1.8).
+/// 4 with 8x32), a wide and a narrow one, and for deep or large shapes the k-blocked (k blocks
+/// of 128 and 256) and k/n-blocked schedules (docs/performance.md, (b)). For n = 1 (a GEMV on the
+/// other side) nothing in the tile family vectorizes, so the seeds are dot products: n above k, k
+/// split by 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS
+/// against the naive nest's 1.8).
 std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
                             const looptool::ActionSpace &space) {
     // A conv2d: the conv family's members that win most often on real layers (section m of
@@ -110,7 +110,13 @@ std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
             tiles = {{16, 16, 0, "mn"}, {8, 16, 0, "mn"}, {8, 32, 0, "mn"}};
         else
             tiles = {{8, 32, 0, "mn"}, {4, 64, 0, "mn"}, {8, 16, 0, "nm"}};
-        if (k >= 512) tiles.push_back({8, 32, 256, "kmn"});
+        // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
+        // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
+        // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304; with
+        // m <= 16 the 4x64 tile with a k block (mm8_4096_4096, mm8_11008_4096).
+        if (k >= 512)
+            for (int kb : {128, 256})
+                tiles.push_back({m <= 16 ? 4 : 8, m <= 16 ? 64 : 32, kb, "kmn"});
         if (m >= 512 && n >= 512 && k >= 512) tiles.push_back({8, 32, 256, "knmN", true, 512});
         for (const TileSchedule &t : tiles) {
             try {
