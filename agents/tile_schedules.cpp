@@ -180,6 +180,7 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool 
 }
 
 std::string ConvTileSchedule::name() const {
+    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack", tm, th, tw);
     if (vector_m) return fmt::format("conv {}x{} vm pack", tm, tw);
     return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
 }
@@ -244,6 +245,7 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
     const bool ms = b.split(0, v->m, s.tm, extent(v->m));
     const bool ws = b.split(0, v->wo, s.tw, extent(v->wo));
+    const bool hs = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
     struct Id {
         int var, level;
     };
@@ -264,8 +266,9 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
         order.push_back(ho);
     }
     if (ws) order.push_back({v->wo, 0});
-    const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0};
+    const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0}, ho_i{v->ho, 1};
     for (Id r : {Id{v->c, 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
+    if (hs) order.push_back(ho_i);
     order.push_back(s.vector_m ? wo_i : m_i);
     order.push_back(s.vector_m ? m_i : wo_i);
     // Move each loop up to its place, outermost first (loops of one var keep their order).
@@ -279,6 +282,10 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     const int du = s.vector_m ? b.depth_of(0, v->wo, wo_i.level) : b.depth_of(0, v->m, m_i.level);
     if (b.loop(0, du).size > 1) {
         b.go(b.flat(0, du));
+        b.act(Action::Unroll);
+    }
+    if (hs) {  // th output rows too: each weight vector feeds th * tw FMAs
+        b.go(b.flat(0, b.depth_of(0, v->ho, 1)));
         b.act(Action::Unroll);
     }
     const Id vec = s.vector_m ? m_i : wo_i;
@@ -324,6 +331,9 @@ std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64
         if (wo <= 28) vm.push_back({16, int(wo)});
         for (auto [tm, tw] : vm)
             if (tm / 2 < co && tw / 2 < wo) f.push_back({tm, tw, "mh", false, true, true});
+        // Rows of up to 7 columns: 2 rows x the row x 16 channels (14 accumulators), so a
+        // weight vector loaded from L2 feeds 14 FMAs instead of 7.
+        if (wo <= 7) f.push_back({16, int(wo), "mh", false, true, true, 2});
     }
     return f;
 }

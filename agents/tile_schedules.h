@@ -72,6 +72,9 @@ struct ConvTileSchedule {
     /// wo_i, m_i; each step loads one vector of packed weights and broadcasts tw inputs. For
     /// narrow images (7-14 columns), where a vector along wo is mostly empty. Always packed.
     bool vector_m = false;
+    /// vector_m only: output rows unrolled with the columns (ho split by th, inside the
+    /// reduction), so each weight vector feeds th * tw FMAs; 1: one row.
+    int th = 1;
     std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat", "conv 16x16 hm pack"
 };
 

@@ -193,4 +193,15 @@ TEST(Pack, TileTemplateMembersWithPackingMatchTheReference) {
         ++packed;
     }
     EXPECT_GE(packed, 8);
+    // A 7-column image: the vm tile over two rows (ho split by 2, a tail of 1 on 7 rows).
+    auto narrow = std::make_shared<Computation>(make_conv2d(1, 4, 9, 9, 32, 3, 3));
+    int two_rows = 0;
+    for (const looptune::ConvTileSchedule &s : looptune::conv_schedule_family(32, 7, 0, true)) {
+        if (s.th < 2) continue;
+        const Program p =
+            apply_all(Program::naive(narrow), looptune::conv_tile_actions(*narrow, s));
+        expect_matches(p, *narrow);
+        ++two_rows;
+    }
+    EXPECT_EQ(two_rows, 1);
 }
