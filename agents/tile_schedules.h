@@ -89,7 +89,8 @@ std::vector<looptool::Action> conv_tile_actions(const looptool::Computation &c,
 /// a narrower one already covers it; with `hw` > 0 (a 1x1 conv of ho * wo = hw outputs per
 /// channel) also the same tiles `flat` over hw; with `layout`, every member also with W packed,
 /// and the `vector_m` tiles 64x4, 32x8 and whole rows of up to 14 (32 channels) or 28 (16)
-/// columns (channels x columns). Flat and packed members need the `layout` action space.
+/// columns (channels x columns), plus 16 channels x 2 rows for images up to 7 columns wide.
+/// Flat and packed members need the `layout` action space.
 std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw = 0,
                                                    bool layout = false);
 
