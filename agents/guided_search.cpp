@@ -182,21 +182,23 @@ public:
         };
         for (size_t i : order)
             if (finals.size() < size_t(kFinalists)) take(i);
-        size_t greedy_best = 0;  // the start (index 0) when the rollout never improved on it
-        for (size_t i = 0; i < nodes_.size(); ++i)
-            if (nodes_[i].origin == "greedy" && nodes_[i].path == r.greedy.best_actions)
-                greedy_best = i;
-        take(greedy_best);
+        // The greedy rollout's best, found by its schedule (a seed may have reached it first).
+        // When the rollout never improved on the start there is nothing to keep it above.
+        const std::string greedy_key = looptool::schedule_key(r.greedy.best);
+        if (!r.greedy.best_actions.empty())
+            for (size_t i = 0; i < nodes_.size(); ++i)
+                if (looptool::schedule_key(nodes_[i].program) == greedy_key) {
+                    take(i);
+                    break;
+                }
         env_.reset_measure_options();
         size_t win = finals.front();
-        for (size_t i : finals) {
-            nodes_[i].gflops = env_.measure_again(nodes_[i].program);
-            if (nodes_[i].gflops > nodes_[win].gflops) win = i;
+        for (size_t f = 0; f < finals.size(); ++f) {
+            Node &n = nodes_[finals[f]];
+            n.gflops = env_.measure_again(n.program);
+            if (n.gflops > nodes_[win].gflops) win = finals[f];
+            if (keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
         }
-        for (size_t i : finals)
-            if (looptool::schedule_key(nodes_[i].program) ==
-                looptool::schedule_key(nodes_[greedy_best].program))
-                r.greedy.best_gflops = nodes_[i].gflops;
         return win;
     }
 
@@ -347,7 +349,8 @@ public:
         const Node *best = &nodes_.front();
         for (const Node &n : nodes_)
             if (n.gflops > best->gflops) best = &n;
-        if (config_.bounded_measurements) best = &nodes_[final_choice(r)];
+        // (--greedy is the greedy rollout alone: its best, as measured.)
+        if (config_.bounded_measurements && !config_.greedy) best = &nodes_[final_choice(r)];
         r.best = best->program;
         r.best_gflops = best->gflops;
         r.actions = best->path;
