@@ -13,24 +13,8 @@ namespace looptool::detail {
 namespace {
 
 bool uses_var(const Access &a, int v) {
-    for (const Affine &f : a.index)
-        if (f.coef_of(v) != 0) return true;
-    return false;
-}
-
-// T[i, j, ...]: each dimension indexed by its own variable, coefficient 1, no offset, spanning
-// it. Only such an access names P's elements by variables alone.
-bool one_var_per_dim(const Computation &c, const Access &a) {
-    std::vector<bool> seen(c.vars.size(), false);
-    const Tensor &t = c.tensors[size_t(a.tensor)];
-    for (size_t d = 0; d < a.index.size(); ++d) {
-        const Affine &f = a.index[d];
-        if (f.offset != 0 || f.terms.size() != 1 || f.terms[0].coef != 1) return false;
-        const int v = f.terms[0].var;
-        if (seen[size_t(v)] || c.vars[size_t(v)].extent != t.shape[d]) return false;
-        seen[size_t(v)] = true;
-    }
-    return true;
+    const std::vector<int> vars = vars_of(a);
+    return std::find(vars.begin(), vars.end(), v) != vars.end();
 }
 
 // Whether every loop over u in `n` can be cut at `cut` elements: loops outside the cut walk
@@ -71,7 +55,7 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
         }
     }
     if (tensor < 0) return "no input of the nest is invariant in this loop";
-    if (!one_var_per_dim(c, *read))
+    if (!is_identity_cover(c, *read))  // T[i, j, ...]: P's elements named by variables alone
         return "the invariant input is not indexed by one variable per dimension";
     const Tensor &t = c.tensors[size_t(tensor)];
     if (t.num_elements() > kMaxScratchElements)

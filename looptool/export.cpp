@@ -69,7 +69,7 @@ void add_c_entry(llvm::Module &m, const Computation &c, const std::string &name,
                  const std::string &kernel_name) {
     llvm::LLVMContext &ctx = m.getContext();
     llvm::IRBuilder<> b(ctx);
-    llvm::Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+    llvm::Type *ptr = b.getPtrTy();
     llvm::Function *kernel = m.getFunction(kernel_name);
     llvm::Function *body = m.getFunction(kernel_name + ".body");
     LT_CHECK(kernel && body, "export: the lowered module has no " + kernel_name);
@@ -92,9 +92,7 @@ void add_c_entry(llvm::Module &m, const Computation &c, const std::string &name,
         fn->getArg(unsigned(i))->setName(c.tensors[size_t(order[i])].name);
         slot[size_t(order[i])] = fn->getArg(unsigned(i));
     }
-    auto aligned_alloc = m.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
     auto free_fn = m.getOrInsertFunction("free", b.getVoidTy(), ptr);
-    auto abort_fn = m.getOrInsertFunction("abort", b.getVoidTy());
     for (size_t t = 0; t < nt; ++t) {
         if (slot[t]) continue;
         if (body->getArg(unsigned(t))->use_empty()) {
@@ -106,18 +104,8 @@ void add_c_entry(llvm::Module &m, const Computation &c, const std::string &name,
             slot[t] = llvm::ConstantPointerNull::get(llvm::PointerType::get(ctx, 0));
             continue;
         }
-        const uint64_t bytes = (uint64_t(c.tensors[t].num_elements()) * 4 + 63) / 64 * 64;
         llvm::Value *p =
-            b.CreateCall(aligned_alloc, {b.getInt64(64), b.getInt64(bytes)}, c.tensors[t].name);
-        // No error channel in a void C function: running out of memory aborts, like a failed
-        // operator new would.
-        llvm::BasicBlock *fail = llvm::BasicBlock::Create(ctx, "no_memory", fn);
-        llvm::BasicBlock *ok = llvm::BasicBlock::Create(ctx, "allocated", fn);
-        b.CreateCondBr(b.CreateIsNull(p), fail, ok);
-        b.SetInsertPoint(fail);
-        b.CreateCall(abort_fn);
-        b.CreateUnreachable();
-        b.SetInsertPoint(ok);
+            detail::emit_checked_alloc(b, fn, c.tensors[t].num_elements(), c.tensors[t].name);
         slot[t] = p;
         allocated.push_back(p);
     }

@@ -1,4 +1,5 @@
 #include "looptool/lower_emit.h"
+#include "looptool/lower_internal.h"
 
 #include <fmt/format.h>
 #include <llvm/IR/Constants.h>
@@ -525,6 +526,25 @@ void emit_zero_outputs(const Computation &c, const KernelBody &body,
     b.CreateBr(body.nests);
 }
 
+Value *emit_checked_alloc(IRBuilder<> &b, llvm::Function *fn, int64_t elements,
+                          const std::string &name) {
+    llvm::Module &m = *fn->getParent();
+    llvm::LLVMContext &ctx = m.getContext();
+    Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+    auto aligned_alloc = m.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
+    auto abort_fn = m.getOrInsertFunction("abort", b.getVoidTy());
+    const uint64_t bytes = (uint64_t(elements) * 4 + 63) / 64 * 64;
+    Value *p = b.CreateCall(aligned_alloc, {b.getInt64(64), b.getInt64(bytes)}, name);
+    BasicBlock *fail = BasicBlock::Create(ctx, "no_memory", fn);
+    BasicBlock *ok = BasicBlock::Create(ctx, "allocated", fn);
+    b.CreateCondBr(b.CreateIsNull(p), fail, ok);
+    b.SetInsertPoint(fail);
+    b.CreateCall(abort_fn);
+    b.CreateUnreachable();
+    b.SetInsertPoint(ok);
+    return p;
+}
+
 void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
                   const std::string &fn_name) {
     llvm::LLVMContext &ctx = m.getContext();
@@ -549,26 +569,11 @@ void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
     // and nothing stays mapped between calls. A repeated allocation of one size is served from
     // the heap glibc keeps, not by fresh pages (up to its 32 MB mmap threshold).
     std::vector<Value *> scratch;
-    if (c.num_buffers() < c.tensors.size()) {
-        Type *i64 = b.getInt64Ty();
-        auto aligned_alloc = m.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
-        auto abort_fn = m.getOrInsertFunction("abort", b.getVoidTy());
-        for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t) {
-            const uint64_t bytes = (uint64_t(c.tensors[t].num_elements()) * 4 + 63) / 64 * 64;
-            Value *p =
-                b.CreateCall(aligned_alloc, {b.getInt64(64), b.getInt64(bytes)}, c.tensors[t].name);
-            // No error channel in the KernelFn ABI: running out of memory aborts, like a failed
-            // operator new. `pack` keeps a scratch tensor within kMaxScratchElements.
-            BasicBlock *fail = BasicBlock::Create(ctx, "no_memory", kernel);
-            BasicBlock *ok = BasicBlock::Create(ctx, "allocated", kernel);
-            b.CreateCondBr(b.CreateIsNull(p), fail, ok);
-            b.SetInsertPoint(fail);
-            b.CreateCall(abort_fn);
-            b.CreateUnreachable();
-            b.SetInsertPoint(ok);
-            call_args.push_back(p);
-            scratch.push_back(p);
-        }
+    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t) {
+        // `pack` keeps a scratch tensor within kMaxScratchElements.
+        Value *p = emit_checked_alloc(b, kernel, c.tensors[t].num_elements(), c.tensors[t].name);
+        call_args.push_back(p);
+        scratch.push_back(p);
     }
     call_args.push_back(cancel);
     b.CreateCall(body.fn, call_args);

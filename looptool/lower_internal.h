@@ -3,6 +3,7 @@
 // (looptool/CMakeLists.txt); lower.h stays free of LLVM types for everyone else.
 #pragma once
 
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -22,5 +23,12 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
                                               const std::string &fn_name,
                                               const LowerOptions &options = {},
                                               LoweringSummary *summary = nullptr);
+
+/// At b's insertion point in fn: `aligned_alloc(64, elements * 4 rounded up to 64)`, aborting
+/// when it returns null (no error channel in a void kernel, like a failed operator new); b then
+/// continues in the block where the allocation succeeded. The kernel wrapper's scratch tensors
+/// and the exported C entry's temporaries.
+llvm::Value *emit_checked_alloc(llvm::IRBuilder<> &b, llvm::Function *fn, int64_t elements,
+                                const std::string &name);
 
 }  // namespace looptool::detail
