@@ -51,6 +51,9 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--policy", o->policy,
                     "Policy file for the `policy` method (default: the shipped one)");
     cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG plots");
+    cmd->add_flag("--final-only", o->c.final_only,
+                  "Judge only each method's final schedule, not every state on its way (for "
+                  "benchmarks whose early states take seconds a call: LoopTune's batch-32 convs)");
     add_max_memory_option(cmd, o->c.max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {

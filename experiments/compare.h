@@ -38,6 +38,10 @@ struct CompareConfig {
     int64_t max_memory = 0;  ///< EnvConfig::max_memory of every environment (--max-memory)
     std::string out_dir;
     int limit = 0;  ///< first N benchmarks of the split (0: all)
+    /// Judge only each method's final schedule (step_gflops then holds that one figure), not
+    /// every state on its way: a state near the naive nest of one of LoopTune's batch-32 convs
+    /// takes ~50 s a call, so judging the 40-60 states of a conv tile took 20+ minutes per row.
+    bool final_only = false;
     /// Only these benchmark names (after the split); empty: all. Names missing from the split
     /// are an error.
     std::vector<std::string> benchmarks;

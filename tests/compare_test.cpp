@@ -66,6 +66,22 @@ TEST(Compare, WritesRowsSummaryAndNonEmptyPlots) {
         EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
 }
 
+TEST(Compare, FinalOnlyJudgesOneStateAndTheSameSchedule) {
+    looptool::tests::TempDir dir("compare_final");
+    CompareConfig c = small_config(dir);
+    c.methods = {"base", "tile"};
+    c.final_only = true;
+    for (const auto &r : run_compare(c)) {
+        ASSERT_FALSE(r.failed()) << r.error;
+        ASSERT_EQ(r.step_gflops.size(), 1u) << r.benchmark << " " << r.method;
+        EXPECT_DOUBLE_EQ(r.step_gflops[0], r.gflops);
+        if (r.method == "tile") {
+            EXPECT_FALSE(r.actions.empty());  // the tile reached a schedule, judged once
+            EXPECT_GT(r.speedup, 1.0) << r.benchmark;
+        }
+    }
+}
+
 TEST(Compare, ResumesWithoutRecomputing) {
     looptool::tests::TempDir dir("compare_resume");
     CompareConfig c = small_config(dir);
