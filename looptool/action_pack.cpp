@@ -75,6 +75,17 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
         if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
         plan.dims.push_back({u, pieces[size_t(u)] == 2});
     }
+    // Block by block when the loops above walk T in blocks (at least one of them does) and T
+    // is walked below (else there is no block to copy).
+    bool blocks = false, only_t = true, below = false;
+    for (int d = 0; d < depth; ++d) {
+        const Loop &l = nest.loops[size_t(d)];
+        blocks |= of_t[size_t(l.var)] && l.size + (l.tail > 0) > 1;
+        only_t &= of_t[size_t(l.var)] || (l.size == 1 && l.tail == 0);
+    }
+    for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
+        below |= of_t[size_t(nest.loops[d].var)];
+    plan.in_block = blocks && only_t && below;
     bool reordered = plan.dims.size() != read->index.size();
     for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
         reordered |= plan.dims[i].inner || plan.dims[i].var != read->index[i].terms[0].var;
@@ -155,10 +166,14 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
 
     Program r;
     r.comp = std::make_shared<const Computation>(std::move(q));
-    for (const Nest &n : p.tree.nests) {
+    int at = plan.depth;  // the cursor loop's depth in the packed nest, once cut
+    for (size_t ni = 0; ni < p.tree.nests.size(); ++ni) {
+        const Nest &n = p.tree.nests[ni];
         Nest m;
+        m.shared = n.shared;
         for (int s : n.stmts) m.stmts.push_back(s + 1);
         for (size_t d = 0; d < n.loops.size(); ++d) {
+            if (int(ni) == plan.nest && int(d) == plan.depth) at = int(m.loops.size());
             const Loop &l = n.loops[d];
             const int lo = inner_var[size_t(l.var)];
             if (lo < 0) {
@@ -185,16 +200,34 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
     // emitted as one instruction the vectorized copy was no faster (three 3x3 layers, two runs:
     // 0.73x oneDNN best geomean either way).
     Nest copy{{}, {0}};
+    const Nest &user = r.tree.nests[size_t(plan.nest)];
+    if (plan.in_block) {  // the user's loops above the cursor, then P's other dimensions
+        copy.loops.assign(user.loops.begin(), user.loops.begin() + at);
+        copy.shared = at;
+    }
     for (const Affine &f : packed_at.index) {
+        // The part of P's dimension one iteration of the shared loops covers: all of it, or
+        // what the innermost shared loop over its variable leaves (k blocks outside, k inside).
         const int var = f.terms[0].var;
-        copy.loops.push_back({var, r.comp->vars[size_t(var)].extent, 0, false, false});
+        int64_t left = r.comp->vars[size_t(var)].extent;
+        bool shared_var = false;
+        for (int d = 0; d < copy.shared; ++d)
+            if (user.loops[size_t(d)].var == var) {
+                left = inner_coverage(user, d);
+                shared_var = true;
+            }
+        if (left > 1 || !shared_var) copy.loops.push_back({var, left, 0, false, false});
+    }
+    if (copy.loops.size() == size_t(copy.shared)) {  // one element per block: a loop of one
+        const int var = packed_at.index.back().terms[0].var;
+        copy.loops.push_back({var, 1, 0, false, false});
     }
     Loop &innermost = copy.loops.back();
     const int t_last = plan.read.index.back().terms[0].var;
     const bool contiguous = innermost.var == t_last || innermost.var == inner_var[size_t(t_last)];
     innermost.vectorize = contiguous && innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
     r.tree.nests.insert(r.tree.nests.begin() + plan.nest, std::move(copy));
-    r.cursor = r.tree.flat({plan.nest + 1, plan.depth});
+    r.cursor = r.tree.flat({plan.nest + 1, at});
     validate_loop_tree(*r.comp, r.tree);
     return r;
 }

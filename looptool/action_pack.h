@@ -7,6 +7,11 @@
 // unit-stride and a block of T that the nest reuses is contiguous (what oneDNN's and
 // OpenBLAS's packing of B does; docs/performance.md, section n).
 //
+// When the loops above v walk T in blocks (each is over a variable of T, or runs once: a conv's
+// output-channel blocks), the copy nest shares them (Nest::shared): each block is copied right
+// before the loops below use it, while it is in cache, and the lowering keeps one block of P
+// (lower_fold.h). Otherwise the whole of T is copied before the nest.
+//
 // P must be affine in the variables, so a variable of T that the nest walks in two separate
 // pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the
 // computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
@@ -28,6 +33,10 @@ struct PackPlan {
     };
     std::vector<Dim> dims;
     std::vector<int64_t> cut;  ///< per variable: where it splits in two (the inner extent), or 0
+    /// The copy runs block by block inside the nest's loops above `depth` (Nest::shared) when
+    /// they walk T in blocks: each loop there is over a variable of T or runs once. Else the
+    /// whole of T is copied before the nest.
+    bool in_block = false;
 };
 
 /// nullptr when `pack` is legal at loop `depth` of nest `nest` (and fills `plan`); else why not.

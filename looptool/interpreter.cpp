@@ -95,8 +95,14 @@ struct ScheduleRunner {
     Buffers &b;
     std::vector<int64_t> inner;  // inner coverage per depth
     std::vector<int64_t> idx, avail;
+    ScheduleRunner *before = nullptr;  // a nest sharing this one's outer loops (Nest::shared)
 
     void run(size_t depth) {
+        if (before && depth == size_t(before->nest.shared)) {
+            before->idx = idx;
+            before->avail = avail;
+            before->run(depth);
+        }
         if (depth == nest.loops.size()) {
             for (int s : nest.stmts) exec_stmt_float(c, c.stmts[size_t(s)], b, idx);
             return;
@@ -126,13 +132,19 @@ void run_schedule(const Program &p, Buffers &b) {
         size_t n;
         ~Drop() { b.data.resize(n); }
     } drop{b, c.num_buffers()};
+    std::vector<ScheduleRunner> runners;
     for (const auto &nest : p.tree.nests) {
         ScheduleRunner r{c, nest, b, {}, std::vector<int64_t>(c.vars.size(), 0), {}};
         for (size_t d = 0; d < nest.loops.size(); ++d)
             r.inner.push_back(inner_coverage(nest, int(d)));
         r.avail.resize(c.vars.size());
         for (size_t v = 0; v < c.vars.size(); ++v) r.avail[v] = c.vars[v].extent;
-        r.run(0);
+        runners.push_back(std::move(r));
+    }
+    for (size_t n = 0; n < runners.size(); ++n) {
+        if (p.tree.nests[n].shared) continue;  // runs inside the next nest's shared loops
+        if (n > 0 && p.tree.nests[n - 1].shared) runners[n].before = &runners[n - 1];
+        runners[n].run(0);
     }
 }
 

@@ -114,13 +114,45 @@ void validate_loop_tree(const Computation &c, const LoopTree &t) {
                 throw Error(fmt::format(
                     "nest {} loop {}: only the innermost loop can be vectorized", ni, d));
         }
+        if (nest.shared < 0 || nest.shared >= int(nest.loops.size()))
+            throw Error(fmt::format("nest {}: shares {} of its {} loops (it must keep one)", ni,
+                                    nest.shared, nest.loops.size()));
+        if (nest.shared > 0) {
+            if (ni + 1 == t.nests.size())
+                throw Error(fmt::format("nest {}: shares loops but no nest follows", ni));
+            const Nest &next = t.nests[ni + 1];
+            if (next.shared > 0)
+                throw Error(
+                    fmt::format("nest {}: shares loops with a nest that shares its own", ni));
+            if (int(next.loops.size()) <= nest.shared)
+                throw Error(fmt::format("nest {}: the next nest has no loops of its own", ni));
+            for (int d = 0; d < nest.shared; ++d)
+                if (!(nest.loops[size_t(d)] == next.loops[size_t(d)]) ||
+                    inner_coverage(nest, d) != inner_coverage(next, d))
+                    throw Error(fmt::format(
+                        "nest {} loop {}: a shared loop differs from the next nest's", ni, d));
+        }
+        // Shared loops over variables the statements do not use only repeat the nest.
+        std::vector<int> stmt_nest_vars;
+        for (size_t d = 0; d < nest.loops.size(); ++d) {
+            const int v = nest.loops[d].var;
+            bool used = int(d) >= nest.shared;
+            for (int s : nest.stmts) {
+                const std::vector<int> sv =
+                    s >= 0 && size_t(s) < c.stmts.size() ? c.stmt_vars(s) : std::vector<int>{};
+                used |= std::find(sv.begin(), sv.end(), v) != sv.end();
+            }
+            if (used &&
+                std::find(stmt_nest_vars.begin(), stmt_nest_vars.end(), v) == stmt_nest_vars.end())
+                stmt_nest_vars.push_back(v);
+        }
         for (int s : nest.stmts) {
             if (s < 0 || size_t(s) >= c.stmts.size())
                 throw Error(fmt::format("nest {}: unknown statement id {}", ni, s));
             seen[size_t(s)]++;
             std::vector<int> need = c.stmt_vars(s);
             std::sort(need.begin(), need.end());
-            std::vector<int> have = nest_vars;
+            std::vector<int> have = stmt_nest_vars;
             std::sort(have.begin(), have.end());
             if (need != have)
                 throw Error(
@@ -156,6 +188,7 @@ std::string schedule_key(const Program &p) {
         key += fmt::format("|S{}{}", c.tensors[t].name, fmt::join(c.tensors[t].shape, "x"));
     for (const auto &nest : p.tree.nests) {
         key += "|N";
+        if (nest.shared) key += fmt::format("h{}", nest.shared);
         for (int s : nest.stmts) key += fmt::format("s{}", s);
         for (const auto &l : nest.loops)
             key += fmt::format(":{},{},{}{}{}", l.var, l.size, l.tail, l.unroll ? "u" : "",

@@ -31,6 +31,13 @@ struct Loop {
 struct Nest {
     std::vector<Loop> loops;  // outermost first
     std::vector<int> stmts;   // statement ids at the leaf, executed in this order
+    /// The first `shared` loops of this nest are the next nest's first `shared` loops (the same
+    /// var, size, tail and annotations, covering the same elements): they run once, and each of
+    /// their iterations runs this nest's remaining loops, then the next nest's. A `pack` placed
+    /// inside a loop (docs/actions.md) copies each block of the input this way, right before the
+    /// next nest uses it. The shared loops may walk variables this nest's statements do not use
+    /// (the copy is then repeated, as written). 0: a nest of its own.
+    int shared = 0;
     bool operator==(const Nest &) const = default;
 };
 

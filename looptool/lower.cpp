@@ -1,5 +1,6 @@
 // The lowering pipeline (lower.h), one ordered list of steps in the manner of Halide's
-// lower_impl: validate -> elide copies -> plan each nest -> emit from the plans -> zero
+// lower_impl: validate -> elide copies -> fold scratch
+// blocks -> plan each nest -> emit from the plans -> zero
 // outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each step logs what it did to
 // stderr.
 #include "looptool/lower.h"
@@ -15,6 +16,7 @@
 #include "looptool/error.h"
 #include "looptool/lower_elide.h"
 #include "looptool/lower_emit.h"
+#include "looptool/lower_fold.h"
 #include "looptool/lower_internal.h"
 #include "looptool/lower_plan.h"
 #include "looptool/text_format.h"
@@ -44,14 +46,16 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     step("validate", fmt::format("{}, {} statements, {} nests", p.computation().name,
                                  p.computation().stmts.size(), p.tree.nests.size()));
 
-    const ElidedProgram prog = options.elide_copies ? elide_copies(p.computation(), p.tree)
-                                                    : ElidedProgram{p.computation(), p.tree, false};
+    ElidedProgram prog = options.elide_copies ? elide_copies(p.computation(), p.tree)
+                                              : ElidedProgram{p.computation(), p.tree, false};
     if (log) {
         Program shown{std::make_shared<const Computation>(prog.comp), prog.tree, 0};
         std::string tree = dump(shown, false);
         while (!tree.empty() && tree.back() == '\n') tree.pop_back();
         step("elide copies", prog.elided ? "folded a copy nest, the tree is now\n" + tree : "none");
     }
+    const std::vector<std::string> folded = fold_scratch(prog.comp, prog.tree);
+    step("fold scratch", folded.empty() ? "none" : fmt::format("{}", fmt::join(folded, "; ")));
     const Computation &c = prog.comp;
 
     const std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);

@@ -44,6 +44,8 @@ ElidedProgram elide_copies(const Computation &comp, const LoopTree &tree) {
             if (c.stmts[size_t(s)].out.tensor == t) s0 = s;
         if (reads_tensor(c.stmts[size_t(s0)], t)) continue;
         if (where(s0) >= where(s1)) continue;  // the copy must run after the producer
+        if (const int n1 = where(s1).first; n1 > 0 && r.tree.nests[size_t(n1 - 1)].shared)
+            continue;  // a packed block's copy runs inside the copy nest's loops
         c.stmts[size_t(s0)].out.tensor = out;
         auto [n, i] = where(s1);
         auto &stmts = r.tree.nests[size_t(n)].stmts;

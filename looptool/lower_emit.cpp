@@ -49,10 +49,14 @@ int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b
 /// state is the builder's position and the static context passed down the walk.
 class NestEmitter {
 public:
-    NestEmitter(const Computation &c, const NestPlan &plan, const KernelBody &body, IRBuilder<> &b,
-                std::vector<bool> &zero_started, LoweringSummary &sum)
+    /// `before`: the plan of a nest that shares this one's first loops (Nest::shared), emitted
+    /// inside them.
+    NestEmitter(const Computation &c, const NestPlan &plan, const NestPlan *before,
+                const KernelBody &body, IRBuilder<> &b, std::vector<bool> &zero_started,
+                LoweringSummary &sum)
         : c_(c),
           plan_(plan),
+          before_(before),
           body_(body),
           b_(b),
           ctx_(b.getContext()),
@@ -73,7 +77,7 @@ public:
         State st;
         for (const auto &v : c_.vars) st.avail.push_back(v.extent);
         st.stat.assign(c_.vars.size(), 0);
-        for (const Slot &s : plan_.slots) {
+        for (const Slot &s : all_slots()) {
             st.ptr.push_back(body_.args[size_t(s.tensor)]);
             st.mult.push_back(16);  // 64-byte aligned buffers
         }
@@ -81,6 +85,24 @@ public:
     }
 
 private:
+    /// This nest's slots, then those of the nest emitted inside its shared loops: the shared
+    /// loops advance the pointers of both.
+    std::vector<Slot> all_slots() const {
+        std::vector<Slot> all = plan_.slots;
+        if (before_) all.insert(all.end(), before_->slots.begin(), before_->slots.end());
+        return all;
+    }
+    /// At the end of the shared loops: the nest that shares them, in the same context.
+    void emit_before(size_t d, const State &st) {
+        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        State s2;
+        s2.avail = st.avail;
+        s2.stat = st.stat;
+        const size_t own = plan_.slots.size();
+        s2.ptr.assign(st.ptr.begin() + std::ptrdiff_t(own), st.ptr.end());
+        s2.mult.assign(st.mult.begin() + std::ptrdiff_t(own), st.mult.end());
+        inner.emit(d, s2);
+    }
     void emit(size_t d, State st);
     void emit_stmts(State &st, int vvar, int64_t w);
     void emit_stmt(int s, State &st, int vvar, int64_t w);
@@ -132,6 +154,7 @@ private:
 
     const Computation &c_;
     const NestPlan &plan_;
+    const NestPlan *before_;
     const KernelBody &body_;
     IRBuilder<> &b_;
     llvm::LLVMContext &ctx_;
@@ -370,6 +393,7 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
 }
 
 void NestEmitter::emit(size_t d, State st) {
+    if (before_ && d == size_t(before_->nest.shared)) emit_before(d, st);
     if (d == plan_.nest.loops.size()) {
         emit_stmts(st, -1, 1);
         return;
@@ -413,8 +437,9 @@ void NestEmitter::emit(size_t d, State st) {
             emit_runtime_loop(nfull, poll, st, [&](Value *iv) {
                 State s2 = st;
                 s2.avail[v] = chunk;
-                for (size_t a = 0; a < plan_.slots.size(); ++a) {
-                    const int64_t step = plan_.slots[a].coef[v] * chunk;
+                const std::vector<Slot> slots = all_slots();
+                for (size_t a = 0; a < slots.size(); ++a) {
+                    const int64_t step = slots[a].coef[v] * chunk;
                     if (step == 0) continue;
                     Value *off = b_.CreateMul(iv, b_.getInt64(uint64_t(step)), "", true, true);
                     s2.ptr[a] = b_.CreateInBoundsGEP(f32_, st.ptr[a], off);
@@ -431,6 +456,9 @@ void NestEmitter::emit(size_t d, State st) {
 // Fallback for nests whose static expansion would be too large: plain scalar loops with
 // run-time trip counts and flat addressing, ignoring unroll/vectorize.
 void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
+    if (before_ && d == size_t(before_->nest.shared))
+        NestEmitter(c_, *before_, nullptr, body_, b_, zero_started_, sum_)
+            .emit_generic(d, idx, avail);
     if (d == plan_.nest.loops.size()) {
         State st;
         st.stat.assign(c_.vars.size(), 0);
@@ -503,7 +531,11 @@ std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &
     IRBuilder<> b(body.fn->getContext());
     b.SetInsertPoint(body.nests);
     std::vector<bool> zero_started(c.stmts.size(), true);
-    for (const NestPlan &plan : plans) NestEmitter(c, plan, body, b, zero_started, summary).run();
+    for (size_t n = 0; n < plans.size(); ++n) {
+        if (plans[n].nest.shared) continue;  // emitted inside the next nest's shared loops
+        const NestPlan *before = n > 0 && plans[n - 1].nest.shared ? &plans[n - 1] : nullptr;
+        NestEmitter(c, plans[n], before, body, b, zero_started, summary).run();
+    }
     b.CreateBr(body.ret);
     return zero_started;
 }

@@ -238,6 +238,12 @@ std::vector<NestPlan> plan_nests(const Computation &c, const LoopTree &tree,
         }
         plans.push_back(std::move(p));
     }
+    // Nests sharing loops are emitted together (lower_emit.cpp): generic code has no static
+    // context to hand to the other, so both are generic if one is.
+    for (size_t ni = 0; ni + 1 < plans.size(); ++ni)
+        if (plans[ni].nest.shared &&
+            (plans[ni].mode == NestMode::Generic || plans[ni + 1].mode == NestMode::Generic))
+            plans[ni].mode = plans[ni + 1].mode = NestMode::Generic;
     return plans;
 }
 

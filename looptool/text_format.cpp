@@ -30,6 +30,7 @@ std::string dump(const Program &p, bool show_cursor) {
             out += fmt::format(" : L{}", flat);
             if (l.unroll) out += " [unroll]";
             if (l.vectorize) out += " [vectorize]";
+            if (int(d) < nest.shared) out += " [shared with the next nest]";
             if (show_cursor && flat == p.cursor) out += " <<<<<< cursor";
             out += "\n";
         }
@@ -66,6 +67,7 @@ std::string serialize(const Program &p) {
         out += "nest";
         for (int s : nest.stmts) out += fmt::format(" {}", s);
         out += "\n";
+        if (nest.shared) out += fmt::format("shared {}\n", nest.shared);
         for (const auto &l : nest.loops) {
             out += fmt::format("loop {} {} {}", c.vars[size_t(l.var)].name, l.size, l.tail);
             if (l.unroll) out += " unroll";
@@ -361,6 +363,14 @@ Program parse_program(std::string_view text, const std::string &source) {
                     throw Error(fmt::format("{}: statement id {} out of range", where, s));
                 p.tree.nests.back().stmts.push_back(int(s));
             }
+        } else if (kw == "shared") {
+            if (p.tree.nests.empty() || !pending_loops.back().empty() || w.size() != 2)
+                throw Error(
+                    fmt::format("{}: expected 'shared COUNT' right after a 'nest' line", where));
+            const int64_t k = parse_int(w[1], where);
+            if (k < 1 || k > 1000000)  // keeps the cast to int exact
+                throw Error(fmt::format("{}: shared loop count {} out of range", where, k));
+            p.tree.nests.back().shared = int(k);
         } else if (kw == "loop") {
             if (p.tree.nests.empty())
                 throw Error(fmt::format("{}: 'loop' before any 'nest'", where));

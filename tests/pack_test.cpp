@@ -8,9 +8,11 @@
 
 #include "agents/tile_schedules.h"
 #include "looptool/actions.h"
+#include "looptool/error.h"
 #include "looptool/export.h"
 #include "looptool/interpreter.h"
 #include "looptool/jit.h"
+#include "looptool/lower_fold.h"
 #include "looptool/text_format.h"
 #include "looptool/verify.h"
 #include "test_util.h"
@@ -119,6 +121,89 @@ TEST(Pack, ConvWeightsInBlocksOfOutputChannels) {
     expect_matches(q, *c);
     q = apply_all(q, {Action::Down, Action::Down, Action::Down, Action::Down, Action::Unroll});
     expect_matches(q, *c);
+}
+
+// Under output-channel blocks (m outermost) the weights are copied block by block: the copy
+// nest shares the loops above the cursor with the conv (Nest::shared), and the lowering keeps
+// one block of the copy (lower_fold.h): 16 channels' weights instead of all of them.
+TEST(Pack, InsideChannelBlocksCopiesOneBlockAtATime) {
+    auto c = std::make_shared<Computation>(make_conv2d(1, 3, 6, 9, 48, 3, 3));
+    Program p = Program::naive(c);  // n, c, ho, wo, kh, kw, m | write nest
+    p.cursor = 6;
+    p = apply_all(p, {Action::Split16, Action::SwapUp, Action::SwapUp, Action::SwapUp,
+                      Action::SwapUp, Action::SwapUp, Action::SwapUp});
+    p = apply_all(p, {Action::Down, Action::Down, Action::SwapDown,
+                      Action::SwapDown});  // m(3), n, ho, wo, c, kh, kw, m'(16)
+    p.cursor = 2;                          // ho
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    Program q = apply(p, Action::Pack);
+    const Nest &copy = q.tree.nests[0], &conv = q.tree.nests[1];
+    ASSERT_EQ(copy.shared, 2) << dump(q, true);  // m_o and n (n runs once)
+    EXPECT_EQ(copy.loops[0], conv.loops[0]);
+    EXPECT_EQ(q.comp->vars[size_t(copy.loops[0].var)].name, "m_o");
+    EXPECT_EQ(q.tree.pos(q.cursor).nest, 1);
+    EXPECT_EQ(q.comp->vars[size_t(q.tree.loop(q.cursor).var)].name, "ho");
+    // The computation keeps every block (its semantics); the lowering folds m_o away.
+    EXPECT_EQ(q.comp->tensors.back().shape, (std::vector<int64_t>{3, 3, 3, 3, 16}));
+    Computation folded = *q.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"W_packed: m_o"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{3, 3, 3, 16}));
+    expect_matches(q, *c);
+    EXPECT_EQ(serialize(parse_program(serialize(q), "round trip")), serialize(q));
+    // The shared loops and the copy nest stay as `pack` made them; the rest goes on.
+    for (int flat : {0, 1, 2, 5, 6, 7}) {  // the copy nest (0-5), the shared m_o and n
+        Program r = q;
+        r.cursor = flat;
+        for (Action a : {Action::Split2, Action::SwapDown, Action::Unroll})
+            EXPECT_FALSE(is_legal(r, a)) << flat << " " << action_name(a);
+        EXPECT_TRUE(is_legal(r, Action::Down)) << flat;
+    }
+    q.cursor = q.tree.flat({1, 2});  // ho: below the shared loops, still free to split
+    EXPECT_FALSE(is_legal(q, Action::SwapUp));
+    q = apply_all(q, {Action::Split2, Action::Down, Action::Unroll});
+    expect_matches(q, *c);
+}
+
+// k blocks outside, the tile inside: B's panels of one k block are copied per block, and the k
+// block loop is both shared and cut (k = 256 k_o + k_i).
+TEST(Pack, InsideKBlocksOfAMatmulTile) {
+    auto mm = std::make_shared<Computation>(make_matmul(40, 128, 512));
+    looptune::TileSchedule s;
+    s.kb = 256;
+    s.outer = "kmn";
+    s.pack = true;
+    Program q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
+    ASSERT_EQ(q.tree.nests[0].shared, 1) << dump(q, true);
+    EXPECT_EQ(q.comp->vars[size_t(q.tree.nests[0].loops[0].var)].name, "k_o");
+    Computation folded = *q.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: k_o"});
+    expect_matches(q, *mm);
+    // "nkm": n blocks, then k blocks, both outside the m loop; k is walked in one piece
+    // around m, so the copy walks what the k block leaves.
+    s.outer = "nkm";
+    q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
+    ASSERT_EQ(q.tree.nests[0].shared, 2) << dump(q, true);
+    expect_matches(q, *mm);
+}
+
+TEST(Pack, SharedLoopsMustMatchTheNextNest) {
+    auto c = std::make_shared<Computation>(make_conv2d(1, 3, 6, 9, 48, 3, 3));
+    Program p = Program::naive(c);
+    p.cursor = 6;
+    p = apply_all(p, {Action::Split16, Action::SwapUp, Action::SwapUp, Action::SwapUp,
+                      Action::SwapUp, Action::SwapUp, Action::SwapUp});
+    p.cursor = 3;
+    Program q = apply(p, Action::Pack);
+    ASSERT_GT(q.tree.nests[0].shared, 0);
+    LoopTree bad = q.tree;
+    bad.nests[1].loops[0].unroll = true;
+    EXPECT_THROW(validate_loop_tree(*q.comp, bad), Error);
+    bad = q.tree;
+    bad.nests[0].shared = int(bad.nests[0].loops.size());
+    EXPECT_THROW(validate_loop_tree(*q.comp, bad), Error);
+    bad = q.tree;
+    bad.nests.erase(bad.nests.begin() + 1, bad.nests.end());
+    EXPECT_THROW(validate_loop_tree(*q.comp, bad), Error);
 }
 
 TEST(Pack, IllegalWhereNothingWouldChangeOrTheCutDoesNotDivide) {
