@@ -12,6 +12,7 @@
 #include "env/dataset.h"
 #include "looptool/actions.h"
 #include "looptool/loop_tree.h"
+#include "looptool/measure.h"
 
 namespace looptune {
 
@@ -42,6 +43,8 @@ struct CompareConfig {
     /// every state on its way: a state near the naive nest of one of LoopTune's batch-32 convs
     /// takes ~50 s a call, so judging the 40-60 states of a conv tile took 20+ minutes per row.
     bool final_only = false;
+    /// The judge's protocol (the environment's full one by default; tests shorten its cap).
+    looptool::MeasureOptions judge_measure;
     /// Only these benchmark names (after the split); empty: all. Names missing from the split
     /// are an error.
     std::vector<std::string> benchmarks;

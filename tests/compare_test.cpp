@@ -82,6 +82,31 @@ TEST(Compare, FinalOnlyJudgesOneStateAndTheSameSchedule) {
     }
 }
 
+// A final schedule slower than the judge's time cap is measured again with a cap that fits it:
+// its figure is a measurement, not the upper bound a cut call gives (flops / cap).
+TEST(Compare, AKernelSlowerThanTheJudgesCapIsMeasuredInFull) {
+    looptool::tests::TempDir dir("compare_slow");
+    looptool::write_matmul_dataset({{1024, 1024, 1024}}, (dir.path / "ds").string());
+    CompareConfig c;
+    c.dataset_dir = (dir.path / "ds").string();
+    c.split = Split::All;
+    c.methods = {"base"};
+    c.final_only = true;
+    c.out_dir = (dir.path / "out").string();
+    c.judge_measure.time_cap_s = 2e-3;  // the naive 1024^3 nest takes ~40 ms a call
+    const auto rows = run_compare(c);
+    ASSERT_EQ(rows.size(), 1u);
+    ASSERT_FALSE(rows[0].failed()) << rows[0].error;
+    // The same kernel under the full protocol's cap (2 s), where it completes every call.
+    c.judge_measure = {};
+    c.out_dir = (dir.path / "out_full").string();
+    const auto full = run_compare(c);
+    ASSERT_EQ(full.size(), 1u);
+    ASSERT_FALSE(full[0].failed()) << full[0].error;
+    EXPECT_LT(rows[0].gflops, 1.5 * full[0].gflops);  // a cut call claims ~20x
+    EXPECT_GT(rows[0].gflops, full[0].gflops / 1.5);
+}
+
 TEST(Compare, ResumesWithoutRecomputing) {
     looptool::tests::TempDir dir("compare_resume");
     CompareConfig c = small_config(dir);
