@@ -279,7 +279,7 @@ double measure_onednn_conv(const std::string &bench, ConvLayout layout,
         explicit Active(OnednnConv *c) { set_active_conv(c); }
         ~Active() { set_active_conv(nullptr); }
     } active(&conv);
-    return looptool::measure_kernel(onednn_conv_kernel, c, b).median_gflops;
+    return looptool::measure_kernel_uncut(onednn_conv_kernel, c, b).median_gflops;
 }
 
 }  // namespace looptune::bench

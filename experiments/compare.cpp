@@ -137,7 +137,7 @@ double measure_library(const std::string &bench, const std::string &method, Kern
     if (!cmp.ok)
         throw Error(fmt::format("{} {}: the library's result differs from the reference: {}", bench,
                                 method, cmp.first_mismatch));
-    return measure_kernel(fn, c, b).median_gflops;
+    return measure_kernel_uncut(fn, c, b).median_gflops;
 }
 
 bool is_matmul(const Computation &c) {
@@ -333,8 +333,8 @@ namespace {
 // complete call in it, and a cut measurement's GFLOPS are only an upper bound: LoopTune's
 // batch-64 convs take 3-7 s a call, and a 91-GFLOPS kernel of one read 292 GFLOPS (above the
 // core's 235 peak) before this. Such a kernel is measured again with one warm-up and three calls
-// under a cap that fits them (kJudgeCapS), or the row fails saying how slow it is.
-constexpr double kJudgeCapS = 300;
+// under a cap that fits them (kUncutCapS, as measure_kernel_uncut does for the libraries), or the
+// row fails saying how slow it is.
 double judged_gflops(Environment &judge, const Program &p) {
     StepInfo info;  // measured afresh: the cache may hold a cut figure of it
     double g = judge.measure_again(p, &info);
@@ -343,7 +343,7 @@ double judged_gflops(Environment &judge, const Program &p) {
     o.warmup = 1;
     o.min_runs = 3;
     o.min_time_s = 0;
-    o.time_cap_s = kJudgeCapS;
+    o.time_cap_s = kUncutCapS;
     judge.set_measure_options(o);
     g = judge.measure_again(p, &info);
     judge.reset_measure_options();
@@ -351,7 +351,7 @@ double judged_gflops(Environment &judge, const Program &p) {
         throw Error(
             fmt::format("the final schedule takes over {:.0f} s a call (at most {:.3g} "
                         "GFLOPS): not measured",
-                        kJudgeCapS / 4, g));
+                        kUncutCapS / 4, g));
     return g;
 }
 

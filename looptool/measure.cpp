@@ -203,4 +203,22 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
     return m;
 }
 
+Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buffers,
+                                 const MeasureOptions &options) {
+    Measurement m = measure_kernel(fn, c, buffers, options);
+    if (!m.timed_out) return m;
+    MeasureOptions o = options;
+    o.warmup = 1;
+    o.min_runs = 3;
+    o.min_time_s = 0;
+    o.time_cap_s = kUncutCapS;
+    m = measure_kernel(fn, c, buffers, o);
+    if (m.timed_out)
+        throw Error(
+            fmt::format("{}: a call takes over {:.0f} s (at most {:.3g} GFLOPS): not "
+                        "measured",
+                        c.name, kUncutCapS / 4, m.median_gflops));
+    return m;
+}
+
 }  // namespace looptool

@@ -38,6 +38,15 @@ struct Measurement {
 Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
                            const MeasureOptions &options = {});
 
+/// Longest a measurement for a reference figure may take: one warm-up and three calls.
+inline constexpr double kUncutCapS = 300;
+/// measure_kernel, and when a call does not fit the options' cap (its figure would come from
+/// warm-ups, or be an upper bound), again with one warm-up and three calls under kUncutCapS:
+/// for side-by-side figures of kernels that take seconds a call (LoopTune's batch-64 convs take
+/// 3-7 s). Throws Error when even that is cut.
+Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buffers,
+                                 const MeasureOptions &options = {});
+
 /// Pins the calling thread to `core` (-1: its current core). Returns the core, or -1 if
 /// pinning is not possible here.
 int pin_to_core(int core = -1);

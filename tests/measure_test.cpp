@@ -119,6 +119,22 @@ TEST(Measure, SlowKernelStopsWithinTheCapAndKeepsCompletedCalls) {
     EXPECT_GE(m.min_s, 0.019);
 }
 
+// A kernel whose call does not fit the cap (a 20 ms call under a 5 ms cap: the cut figure
+// would claim 4x its speed) is measured again with calls that fit; a kernel that never ends
+// is an error, not a figure. measure_kernel_uncut is what the side-by-side references use.
+TEST(Measure, UncutMeasuresACallLongerThanTheCapInFull) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.time_cap_s = 0.005;
+    EXPECT_TRUE(measure_kernel(slow_kernel, c, b, o).timed_out);
+    Measurement m = measure_kernel_uncut(slow_kernel, c, b, o);
+    EXPECT_FALSE(m.timed_out);
+    EXPECT_EQ(m.runs, 3);
+    EXPECT_GE(m.min_s, 0.019);
+    EXPECT_LT(m.median_s, 0.2);
+}
+
 TEST(Measure, BadOptionsAreErrors) {
     Computation c = make_elementwise_add(8, 8);
     Buffers b = make_buffers(c, 3);
