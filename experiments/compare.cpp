@@ -339,12 +339,7 @@ double judged_gflops(Environment &judge, const Program &p) {
     StepInfo info;  // measured afresh: the cache may hold a cut figure of it
     double g = judge.measure_again(p, &info);
     if (!info.timed_out) return g;
-    MeasureOptions o = judge.measure_options();
-    o.warmup = 1;
-    o.min_runs = 3;
-    o.min_time_s = 0;
-    o.time_cap_s = kUncutCapS;
-    judge.set_measure_options(o);
+    judge.set_measure_options(uncut_options(judge.measure_options()));
     g = judge.measure_again(p, &info);
     judge.reset_measure_options();
     if (info.timed_out)
@@ -398,15 +393,14 @@ void measure_row(const CompareConfig &c, Environment &judge, const Program &naiv
             row.schedules = r.schedules_measured;
         }
     }
+    // Each state on the way (unless final_only), then the final one, uncut.
     Program p = naive;
-    if (!c.final_only) row.step_gflops.push_back(judge.evaluate(p));
     for (Action a : actions) {
-        p = apply(p, a);
         if (!c.final_only) row.step_gflops.push_back(judge.evaluate(p));
+        p = apply(p, a);
         row.actions += (row.actions.empty() ? "" : " ") + std::string(action_name(a));
     }
-    if (c.final_only) row.step_gflops.push_back(0);
-    row.step_gflops.back() = judged_gflops(judge, p);  // the final one, uncut
+    row.step_gflops.push_back(judged_gflops(judge, p));
     Comparison cmp = judge.verify(p);
     if (!cmp.ok)
         throw Error(fmt::format("the final schedule failed verification ({} of {}): {}",

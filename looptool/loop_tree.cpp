@@ -132,28 +132,25 @@ void validate_loop_tree(const Computation &c, const LoopTree &t) {
                     throw Error(fmt::format(
                         "nest {} loop {}: a shared loop differs from the next nest's", ni, d));
         }
-        // Shared loops over variables the statements do not use only repeat the nest.
-        std::vector<int> stmt_nest_vars;
-        for (size_t d = 0; d < nest.loops.size(); ++d) {
-            const int v = nest.loops[d].var;
-            bool used = int(d) >= nest.shared;
-            for (int s : nest.stmts) {
-                const std::vector<int> sv =
-                    s >= 0 && size_t(s) < c.stmts.size() ? c.stmt_vars(s) : std::vector<int>{};
-                used |= std::find(sv.begin(), sv.end(), v) != sv.end();
-            }
-            if (used &&
-                std::find(stmt_nest_vars.begin(), stmt_nest_vars.end(), v) == stmt_nest_vars.end())
-                stmt_nest_vars.push_back(v);
-        }
+        std::vector<int> stmt_vars;  // of all the nest's statements
         for (int s : nest.stmts) {
             if (s < 0 || size_t(s) >= c.stmts.size())
                 throw Error(fmt::format("nest {}: unknown statement id {}", ni, s));
+            for (int v : c.stmt_vars(s)) stmt_vars.push_back(v);
+        }
+        // Shared loops over variables the statements do not use only repeat the nest.
+        std::vector<int> have;
+        for (size_t d = 0; d < nest.loops.size(); ++d) {
+            const int v = nest.loops[d].var;
+            const bool used = int(d) >= nest.shared ||
+                              std::find(stmt_vars.begin(), stmt_vars.end(), v) != stmt_vars.end();
+            if (used && std::find(have.begin(), have.end(), v) == have.end()) have.push_back(v);
+        }
+        std::sort(have.begin(), have.end());
+        for (int s : nest.stmts) {
             seen[size_t(s)]++;
             std::vector<int> need = c.stmt_vars(s);
             std::sort(need.begin(), need.end());
-            std::vector<int> have = stmt_nest_vars;
-            std::sort(have.begin(), have.end());
             if (need != have)
                 throw Error(
                     fmt::format("nest {}: its loops do not iterate exactly over the "

@@ -1,8 +1,7 @@
 // The lowering pipeline (lower.h), one ordered list of steps in the manner of Halide's
-// lower_impl: validate -> elide copies -> fold scratch
-// blocks -> plan each nest -> emit from the plans -> zero
-// outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each step logs what it did to
-// stderr.
+// lower_impl: validate -> elide copies -> fold scratch blocks -> plan each nest -> emit from
+// the plans -> zero outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each step logs
+// what it did to stderr.
 #include "looptool/lower.h"
 
 #include <fmt/format.h>

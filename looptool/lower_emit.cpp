@@ -57,11 +57,13 @@ public:
         : c_(c),
           plan_(plan),
           before_(before),
+          slots_(plan.slots),
           body_(body),
           b_(b),
           ctx_(b.getContext()),
           zero_started_(zero_started),
           sum_(sum) {
+        if (before_) slots_.insert(slots_.end(), before_->slots.begin(), before_->slots.end());
         f32_ = Type::getFloatTy(ctx_);
         i64_ = Type::getInt64Ty(ctx_);
         i32_ = Type::getInt32Ty(ctx_);
@@ -77,7 +79,7 @@ public:
         State st;
         for (const auto &v : c_.vars) st.avail.push_back(v.extent);
         st.stat.assign(c_.vars.size(), 0);
-        for (const Slot &s : all_slots()) {
+        for (const Slot &s : slots_) {
             st.ptr.push_back(body_.args[size_t(s.tensor)]);
             st.mult.push_back(16);  // 64-byte aligned buffers
         }
@@ -85,13 +87,6 @@ public:
     }
 
 private:
-    /// This nest's slots, then those of the nest emitted inside its shared loops: the shared
-    /// loops advance the pointers of both.
-    std::vector<Slot> all_slots() const {
-        std::vector<Slot> all = plan_.slots;
-        if (before_) all.insert(all.end(), before_->slots.begin(), before_->slots.end());
-        return all;
-    }
     /// At the end of the shared loops: the nest that shares them, in the same context.
     void emit_before(size_t d, const State &st) {
         NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
@@ -155,6 +150,9 @@ private:
     const Computation &c_;
     const NestPlan &plan_;
     const NestPlan *before_;
+    /// This nest's slots, then those of the nest emitted inside its shared loops: the shared
+    /// loops advance the pointers of both.
+    std::vector<Slot> slots_;
     const KernelBody &body_;
     IRBuilder<> &b_;
     llvm::LLVMContext &ctx_;
@@ -437,9 +435,8 @@ void NestEmitter::emit(size_t d, State st) {
             emit_runtime_loop(nfull, poll, st, [&](Value *iv) {
                 State s2 = st;
                 s2.avail[v] = chunk;
-                const std::vector<Slot> slots = all_slots();
-                for (size_t a = 0; a < slots.size(); ++a) {
-                    const int64_t step = slots[a].coef[v] * chunk;
+                for (size_t a = 0; a < slots_.size(); ++a) {
+                    const int64_t step = slots_[a].coef[v] * chunk;
                     if (step == 0) continue;
                     Value *off = b_.CreateMul(iv, b_.getInt64(uint64_t(step)), "", true, true);
                     s2.ptr[a] = b_.CreateInBoundsGEP(f32_, st.ptr[a], off);

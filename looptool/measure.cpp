@@ -203,16 +203,19 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
     return m;
 }
 
-Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buffers,
-                                 const MeasureOptions &options) {
-    Measurement m = measure_kernel(fn, c, buffers, options);
-    if (!m.timed_out) return m;
-    MeasureOptions o = options;
+MeasureOptions uncut_options(MeasureOptions o) {
     o.warmup = 1;
     o.min_runs = 3;
     o.min_time_s = 0;
     o.time_cap_s = kUncutCapS;
-    m = measure_kernel(fn, c, buffers, o);
+    return o;
+}
+
+Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buffers,
+                                 const MeasureOptions &options) {
+    Measurement m = measure_kernel(fn, c, buffers, options);
+    if (!m.timed_out) return m;
+    m = measure_kernel(fn, c, buffers, uncut_options(options));
     if (m.timed_out)
         throw Error(
             fmt::format("{}: a call takes over {:.0f} s (at most {:.3g} GFLOPS): not "

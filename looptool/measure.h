@@ -40,6 +40,9 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
 
 /// Longest a measurement for a reference figure may take: one warm-up and three calls.
 inline constexpr double kUncutCapS = 300;
+/// `o` made to complete a few calls of a slow kernel: one warm-up, three calls, no minimum time,
+/// kUncutCapS. measure_kernel_uncut's second try, and compare's judge's.
+MeasureOptions uncut_options(MeasureOptions o);
 /// measure_kernel, and when a call does not fit the options' cap (its figure would come from
 /// warm-ups, or be an upper bound), again with one warm-up and three calls under kUncutCapS:
 /// for side-by-side figures of kernels that take seconds a call (LoopTune's batch-64 convs take
