@@ -299,7 +299,33 @@ public:
         return g;
     }
 
-    GuidedResult run(const Program &start) {
+    /// `win`, or when its actions do not apply to `whole` (an unroll of the batch loop, longer
+    /// there), the best measured state whose actions do (the naive nest's always do); `out`
+    /// gets its actions applied to `whole`.
+    const Node &transfer(const Node &win, const Program &whole, Program &out) const {
+        std::vector<const Node *> order;
+        for (const Node &n : nodes_) order.push_back(&n);
+        std::stable_sort(order.begin(), order.end(),
+                         [](const Node *a, const Node *b) { return a->gflops > b->gflops; });
+        order.insert(order.begin(), &win);
+        for (const Node *n : order) {
+            Program p = whole;
+            bool ok = true;
+            for (size_t i = 0; ok && i < n->path.size(); ++i) {
+                ok = looptool::is_legal(p, n->path[i]);
+                if (ok) p = looptool::apply(p, n->path[i]);
+            }
+            if (ok) {
+                out = std::move(p);
+                return *n;
+            }
+        }
+        throw looptool::Error("guided search: no state applies to the whole computation");
+    }
+
+    /// The search from `start`; with `whole`, `start` is a slice of it (conv_batch_slice()) and
+    /// the result is the best state's actions applied to `whole`.
+    GuidedResult run(const Program &start, const Program *whole = nullptr) {
         GuidedResult r;
         const auto counters0 = env_.counters();
         r.max_steps = limit_;
@@ -351,7 +377,10 @@ public:
             if (n.gflops > best->gflops) best = &n;
         // (--greedy is the greedy rollout alone: its best, as measured.)
         if (config_.bounded_measurements && !config_.greedy) best = &nodes_[final_choice(r)];
-        r.best = best->program;
+        if (whole)
+            best = &transfer(*best, *whole, r.best);
+        else
+            r.best = best->program;
         r.best_gflops = best->gflops;
         r.actions = best->path;
         r.found_by = best->origin;
@@ -397,9 +426,26 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
             fmt::format("the step limit must be 0 (automatic) or at least the policy's episode "
                         "length {} (got {})",
                         episode, config.max_steps));
-    const int limit =
-        config.max_steps > 0 ? config.max_steps : guided_step_limit(*start.comp, episode);
-    return Search(policy, env, config, limit, start.comp->flops()).run(start);
+    auto limit = [&](const looptool::Computation &c) {
+        return config.max_steps > 0 ? config.max_steps : guided_step_limit(c, episode);
+    };
+    const bool naive_start =
+        looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
+    if (config.batch_slice < 0)
+        throw looptool::Error(fmt::format("the batch slice must be 0 (none) or positive (got {})",
+                                          config.batch_slice));
+    if (config.batch_slice > 0 && naive_start)
+        if (auto slice = conv_batch_slice(*start.comp, config.batch_slice)) {
+            const auto sc = std::make_shared<const looptool::Computation>(std::move(*slice));
+            GuidedResult r = Search(policy, env, config, limit(*sc), sc->flops())
+                                 .run(Program::naive(sc), &start);
+            r.slice_images = config.batch_slice;
+            for (size_t v = 0; v < sc->vars.size(); ++v)  // the batch variable's
+                if (sc->vars[v].extent != start.comp->vars[v].extent)
+                    r.batch = start.comp->vars[v].extent;
+            return r;
+        }
+    return Search(policy, env, config, limit(*start.comp), start.comp->flops()).run(start);
 }
 
 }  // namespace looptune

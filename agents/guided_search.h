@@ -34,6 +34,12 @@ struct GuidedConfig {
     /// Measure with bounded_options() (fewer calls, a time cap from the best so far) instead
     /// of the environment's configured protocol.
     bool bounded_measurements = true;
+    /// A batched conv2d of more images than this is searched on a slice of this many
+    /// (conv_batch_slice(), tile_schedules.h) and the result applied to the whole batch; 0: on
+    /// the whole batch. LoopTune's batch-32 and batch-64 convs on 256x256 images take 1-7 s a
+    /// call: every measurement of a search within a budget was cut short, so the choice was
+    /// blind (0.40-0.55x oneDNN, docs/performance.md (p)); two images take 1/16-1/32 of that.
+    int64_t batch_slice = 2;
 };
 
 /// Calls of the best kernel so far a new measurement may take during the search.
@@ -62,6 +68,11 @@ struct GuidedResult {
     int rollouts = 0;                       ///< rollouts after the greedy one
     int64_t schedules = 0;                  ///< distinct schedules compiled or found in the store
     double seconds = 0;
+    /// Searched on a slice of this many images of a batch of `batch` (GuidedConfig::batch_slice;
+    /// 0: on the computation itself). Then `best` and `actions` are the whole batch's, and every
+    /// figure and `greedy`'s programs the slice's: GFLOPS of the same schedule on fewer images
+    /// (the batch's naive nest is never run).
+    int64_t slice_images = 0, batch = 0;
 };
 
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8

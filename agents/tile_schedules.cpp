@@ -230,6 +230,33 @@ std::optional<ConvShape> conv_shape(const looptool::Computation &c) {
     return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0};
 }
 
+std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
+                                                      int64_t images) {
+    const auto v = conv_vars(c);
+    if (images < 1) throw looptool::Error(fmt::format("a slice of {} images", images));
+    const int64_t batch = v ? c.vars[size_t(v->n)].extent : 0;
+    if (!v || batch <= images) return std::nullopt;
+    looptool::Computation one = c;
+    one.name = fmt::format("{} ({} of {} images)", c.name, images, batch);
+    one.vars[size_t(v->n)].extent = images;
+    auto shrink = [&](const looptool::Access &a) {
+        for (size_t d = 0; d < a.index.size(); ++d) {
+            const looptool::Affine &e = a.index[d];
+            if (e.terms.size() == 1 && e.terms[0].var == v->n && e.terms[0].coef == 1 &&
+                e.offset == 0)
+                one.tensors[size_t(a.tensor)].shape[d] = images;
+        }
+    };
+    for (const looptool::Statement &s : c.stmts) {
+        shrink(s.out);
+        std::vector<const looptool::Access *> reads;
+        looptool::collect_reads(s.value, reads);
+        for (const looptool::Access *a : reads) shrink(*a);
+    }
+    one.validate();  // n indexes each of its tensors' first dimension alone (conv_vars)
+    return one;
+}
+
 std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {
     auto v = conv_vars(c);
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));

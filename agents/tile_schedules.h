@@ -101,6 +101,18 @@ struct ConvShape {
 };
 std::optional<ConvShape> conv_shape(const looptool::Computation &c);
 
+/// A batched conv2d's slice of `images` images: the same computation with the batch variable n
+/// of that extent (and every tensor dimension it indexes), named "<name> (<images> of <N>
+/// images)". nullopt when `c` is not a conv2d or its batch is not larger. An action sequence
+/// from the slice's naive nest applies to the whole batch's and does the same there when n's
+/// loop runs more than once in both (images >= 2): the naive nests have the same loops, and
+/// legality differs only for splits, unrolls and vectorization of n itself (its extent) and
+/// for `pack`, which copies a block inside the loops above it only when each of them is over the
+/// packed tensor or runs once. Tuning a batch-64 conv searches on two images, whose calls take
+/// 1/32 of the batch's (guided_search.h).
+std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
+                                                      int64_t images);
+
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);
 

@@ -41,6 +41,11 @@ Run add_tune(CLI::App &app) {
                     "longer than 256)")
         ->capture_default_str()
         ->check(at_least(0));
+    cmd->add_option("--batch-slice", o->guided.batch_slice,
+                    "Search a batched conv2d on this many images and apply the result to the "
+                    "whole batch (0: search on the whole batch; figures are then the slice's)")
+        ->capture_default_str()
+        ->check(at_least(0));
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, o->max_memory);
@@ -90,6 +95,8 @@ Run add_tune(CLI::App &app) {
                                        {"greedy_actions", rollout},
                                        {"greedy_step_gflops", g.step_gflops},
                                        {"max_steps", r.max_steps},
+                                       {"slice_images", r.slice_images},
+                                       {"batch", r.batch},
                                        {"rollouts", r.rollouts},
                                        {"schedules", r.schedules},
                                        {"seconds", elapsed},
@@ -112,6 +119,11 @@ Run add_tune(CLI::App &app) {
                         "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, "
                         "at most {} actions; {:.3f} s\n",
                         g.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
+                    if (r.slice_images > 0)
+                        fmt::print(
+                            "  searched on {} of its {} images (--batch-slice): every figure "
+                            "is theirs; the actions apply to the whole batch\n",
+                            r.slice_images, r.batch);
                 }
             } catch (const std::exception &e) {
                 if (o->benches.size() == 1) throw;

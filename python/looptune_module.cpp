@@ -76,6 +76,8 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["schedules"] = r.schedules;
     d["max_steps"] = r.max_steps;
     d["seconds"] = r.seconds;
+    d["slice_images"] = r.slice_images;
+    d["batch"] = r.batch;
     return d;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "agents/tile_schedules.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
 #include "test_util.h"
@@ -90,6 +91,44 @@ TEST(GuidedSearch, SeedsConvTilesOnAConv) {
     EXPECT_GT(r.best_gflops, 3 * r.base_gflops) << dump(r.best) << "found by " << r.found_by;
 }
 
+TEST(GuidedSearch, SearchesABatchedConvOnTwoImagesAndAppliesTheResultToTheBatch) {
+    const Program start =
+        Program::naive(std::make_shared<Computation>(make_conv2d(6, 8, 9, 18, 32, 3, 3)));
+    Environment env = policy_env();
+    GuidedConfig c;
+    c.budget_s = 1;
+    GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_EQ(r.slice_images, 2);
+    EXPECT_EQ(r.batch, 6);
+    EXPECT_EQ(env.program().comp->vars[0].extent, 2);  // the environment measured the slice
+    EXPECT_EQ(r.best.comp->vars[0].extent, 6);         // the whole batch's schedule
+    Environment whole = policy_env();
+    whole.reset(start);
+    expect_replays_and_verifies(whole, start, r);
+    EXPECT_GT(r.best_gflops, 3 * r.base_gflops) << dump(r.best) << "found by " << r.found_by;
+    // batch_slice 0: the whole batch.
+    c.batch_slice = 0;
+    r = guided_search(shipped_policy(), whole, start, c);
+    EXPECT_EQ(r.slice_images, 0);
+    expect_replays_and_verifies(whole, start, r);
+}
+
+TEST(GuidedSearch, ABatchSliceIsTheSameConvOnFewerImages) {
+    const Computation c = make_conv2d(6, 8, 9, 18, 32, 3, 3);
+    const auto slice = conv_batch_slice(c, 2);
+    ASSERT_TRUE(slice);
+    EXPECT_EQ(slice->name, c.name + " (2 of 6 images)");
+    EXPECT_EQ(slice->flops(), c.flops() / 3);
+    for (size_t t = 0; t < c.tensors.size(); ++t) {
+        std::vector<int64_t> want = c.tensors[t].shape;
+        if (c.tensors[t].name != "W") want[0] = 2;  // X, T and Y start with the batch
+        EXPECT_EQ(slice->tensors[t].shape, want) << c.tensors[t].name;
+    }
+    EXPECT_FALSE(conv_batch_slice(c, 6));  // no smaller
+    EXPECT_FALSE(conv_batch_slice(make_matmul(8, 8, 8), 2));
+    EXPECT_THROW(conv_batch_slice(c, 0), Error);
+}
+
 TEST(GuidedSearch, GreedyModeIsTheGreedyRolloutAlone) {
     Environment env = policy_env();
     const Program start = tests::matmul_program(48, 64, 32);
@@ -143,7 +182,7 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
     const Program start = tests::matmul_program(16, 16, 16);
     for (GuidedConfig c : {GuidedConfig{.budget_s = 0}, GuidedConfig{.budget_s = NAN},
                            GuidedConfig{.budget_s = INFINITY}, GuidedConfig{.branches = 0},
-                           GuidedConfig{.max_steps = 3}})
+                           GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1}})
         EXPECT_THROW(guided_search(shipped_policy(), env, start, c), Error);
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "agents/tile_schedules.h"
 #include "looptool/actions.h"
@@ -286,6 +287,35 @@ TEST(Jit, CancelReturnsPromptly) {
     EXPECT_NE(b.data[3][0], first) << "a cancelled kernel stops before computing C";
     time(nullptr);  // a null flag means "never cancel"
     EXPECT_EQ(b.data[3][0], first);
+}
+
+// The cancel flag raised mid-call stops a kernel whose outermost loop runs once (a conv's batch
+// of one): the loops below it check the flag too.
+TEST(Jit, CancelStopsAKernelWhoseOutermostLoopRunsOnce) {
+    Program p = Program::naive(std::make_shared<Computation>(make_conv2d(1, 16, 66, 66, 64, 3, 3)));
+    ASSERT_EQ(p.tree.nests[0].loops[0].size, 1);
+    Kernel k = shared_jit().compile(p);
+    Buffers b = make_buffers(p.computation(), 3);
+    auto ptrs = b.pointers();
+    int32_t flag = 0;
+    auto time = [&](double raise_after_s) {
+        flag = 0;
+        std::thread raiser([&] {
+            if (raise_after_s <= 0) return;
+            std::this_thread::sleep_for(std::chrono::duration<double>(raise_after_s));
+            __atomic_store_n(&flag, 1, __ATOMIC_SEQ_CST);
+        });
+        auto t0 = std::chrono::steady_clock::now();
+        k.fn(ptrs.data(), &flag);
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        raiser.join();
+        return dt;
+    };
+    time(0);  // warm-up
+    const double full = time(0);
+    const double cancelled = time(0.1 * full);
+    EXPECT_LT(cancelled, 0.5 * full) << "full " << full << " s, cancelled " << cancelled << " s";
 }
 
 TEST(Jit, InvalidProgramsThrow) {
