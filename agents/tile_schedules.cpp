@@ -180,8 +180,9 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool 
 }
 
 std::string ConvTileSchedule::name() const {
-    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack", tm, th, tw);
-    if (vector_m) return fmt::format("conv {}x{} vm pack", tm, tw);
+    const std::string blocks = cb > 0 ? fmt::format(" c{}", cb) : "";
+    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack{}", tm, th, tw, blocks);
+    if (vector_m) return fmt::format("conv {}x{} vm pack{}", tm, tw, blocks);
     return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
 }
 
@@ -227,7 +228,8 @@ std::optional<ConvShape> conv_shape(const looptool::Computation &c) {
     const auto v = conv_vars(c);
     if (!v) return std::nullopt;
     auto e = [&](int var) { return c.vars[size_t(var)].extent; };
-    return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0};
+    return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0,
+                     e(v->c)};
 }
 
 std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
@@ -273,6 +275,8 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     const bool ms = b.split(0, v->m, s.tm, extent(v->m));
     const bool ws = b.split(0, v->wo, s.tw, extent(v->wo));
     const bool hs = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
+    if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
+    const bool cs = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
     struct Id {
         int var, level;
     };
@@ -283,6 +287,7 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     if (s.vector_m) {
         if (ms) order.push_back(m_o);
         order.push_back(ho);
+        if (cs) order.push_back({v->c, 0});
     } else if (v->ho < 0) {
         if (ms) order.push_back(m_o);
     } else if (s.outer == "hm") {
@@ -294,7 +299,7 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     }
     if (ws) order.push_back({v->wo, 0});
     const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0}, ho_i{v->ho, 1};
-    for (Id r : {Id{v->c, 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
+    for (Id r : {Id{v->c, cs ? 1 : 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
     if (hs) order.push_back(ho_i);
     order.push_back(s.vector_m ? wo_i : m_i);
     order.push_back(s.vector_m ? m_i : wo_i);
@@ -358,6 +363,9 @@ std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64
         if (wo <= 28) vm.push_back({16, int(wo)});
         for (auto [tm, tw] : vm)
             if (tm / 2 < co && tw / 2 < wo) f.push_back({tm, tw, "mh", false, true, true});
+        for (auto [tm, tw] : {std::pair{64, 4}, std::pair{32, 8}})
+            if (tm / 2 < co && tw / 2 < wo)
+                for (int cb : {8, 16}) f.push_back({tm, tw, "mh", false, true, true, 1, cb});
         // Rows of up to 7 columns: 2 rows x the row x 16 channels (14 accumulators), so a
         // weight vector loaded from L2 feeds 14 FMAs instead of 7.
         if (wo <= 7) f.push_back({16, int(wo), "mh", false, true, true, 2});

@@ -75,6 +75,12 @@ struct ConvTileSchedule {
     /// vector_m only: output rows unrolled with the columns (ho split by th, inside the
     /// reduction), so each weight vector feeds th * tw FMAs; 1: one row.
     int th = 1;
+    /// vector_m only: input channels in blocks of cb (0: not split), the block loop right below
+    /// the output-row loop, so one row of output tiles sums cb channels at a time. Where X's
+    /// channel planes are a multiple of 4 KB apart (256x256 images: 256 KB), all channels'
+    /// pixels of one tile fall in one L1 and one L2 set, and a tile summing 128 of them misses
+    /// both; cb of them fit the sets' ways.
+    int cb = 0;
     std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat", "conv 16x16 hm pack"
 };
 
@@ -97,7 +103,7 @@ std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64
 /// A conv2d's sizes as the conv family needs them: output channels, output columns, and for a
 /// 1x1 conv the outputs per channel (else 0). nullopt when `c` is not a conv2d.
 struct ConvShape {
-    int64_t co = 0, wo = 0, hw = 0;
+    int64_t co = 0, wo = 0, hw = 0, ci = 0;
 };
 std::optional<ConvShape> conv_shape(const looptool::Computation &c);
 

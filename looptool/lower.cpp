@@ -69,8 +69,10 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
     const KernelBody body = create_kernel_body(c, *m, fn_name);
     const std::vector<bool> zero_started = emit_nests(c, plans, body, sum);
-    step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies",
-                             sum.register_tiles, sum.zero_start_tiles, sum.static_statements));
+    step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies, {} "
+                             "transposing copies",
+                             sum.register_tiles, sum.zero_start_tiles, sum.static_statements,
+                             sum.transposed_copies));
 
     emit_zero_outputs(c, body, zero_started, sum);
     std::vector<std::string> zeroed;

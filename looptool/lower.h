@@ -46,6 +46,7 @@ struct LoweringSummary {
     int relaxed_nests = 0;            ///< nests over max_emission_cost: copy-only unrolls dropped
     int generic_nests = 0;            ///< nests still over it: plain loops
     int64_t static_statements = 0;    ///< statement copies emitted in total
+    int transposed_copies = 0;        ///< copy loops emitted as 16x16 register transposes
     std::vector<int> zeroed_tensors;  ///< tensors memset to zero at kernel entry
 };
 

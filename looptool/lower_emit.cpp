@@ -113,6 +113,15 @@ private:
     void emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail);
     void emit_poll();
     bool polls(size_t d) const;
+    /// A copy `S[...] = T[...]` whose loops from depth d on are a run over contiguous
+    /// elements of T (J of them, J % 16 == 0), then `rows` (a multiple of 16) elements of S
+    /// contiguous, each row `src_stride` apart in T: a rows x J transpose.
+    struct Transpose {
+        int src = 0, dst = 0;  // slots
+        int64_t rows = 0, run = 0, src_stride = 0;
+    };
+    std::optional<Transpose> transpose_at(size_t d, const State &st) const;
+    void emit_transpose(const Transpose &t, const State &st);
     std::unique_ptr<Tile> start_tile(size_t pos, size_t d, State &st);
     void finish_tile(const Tile &t, State &st);
 
@@ -403,10 +412,101 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
     st.tiles.erase(std::find(st.tiles.begin(), st.tiles.end(), &t));
 }
 
+// A `pack`'s transposing copy (a conv's weights W[m, c, kh, kw] into [.., c, kh, kw, m_i]) as
+// written is a scalar load and store per element, each load a row further in T: ~2 G
+// elements/s on Zen 5, and on a 512-channel 7x7 layer the copy cost more than the convolution
+// (docs/performance.md, (p)). Below the depth where the remaining loops are a run over
+// contiguous elements of T and then the rows, it is emitted as 16x16 blocks transposed in
+// registers: 16 vector loads, 64 two-source shuffles, 16 vector stores.
+std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const State &st) const {
+    const std::vector<Loop> &loops = plan_.nest.loops;
+    if (plan_.nest.stmts.size() != 1 || loops.size() < d + 2 || plan_.region[0] >= int(d))
+        return std::nullopt;
+    const Statement &stmt = c_.stmts[size_t(plan_.nest.stmts[0])];
+    if (stmt.reduce != ReduceKind::None || stmt.value.op != OpKind::Read ||
+        c_.tensors[size_t(stmt.out.tensor)].kind != TensorKind::Scratch)
+        return std::nullopt;
+    Transpose t;
+    t.dst = plan_.slot(stmt.out);
+    t.src = plan_.slot(stmt.value.access);
+    const Slot &src = plan_.slots[size_t(t.src)], &dst = plan_.slots[size_t(t.dst)];
+    // Every loop covers single elements of its own var, all that is left of it here.
+    for (size_t e = d; e < loops.size(); ++e) {
+        const Loop &l = loops[e];
+        if (l.tail || l.unroll || l.vectorize || plan_.inner[e] != 1 ||
+            st.avail[size_t(l.var)] != l.size)
+            return std::nullopt;
+    }
+    const Loop &row = loops.back();
+    t.rows = row.size;
+    t.src_stride = src.coef[size_t(row.var)];
+    if (dst.coef[size_t(row.var)] != 1 || t.rows % 16 != 0 || t.src_stride == 1)
+        return std::nullopt;
+    // The run, innermost first: contiguous in T, and in S one row of `rows` apart.
+    int64_t want_src = 1, want_dst = t.rows;
+    for (size_t e = loops.size() - 1; e-- > d;) {
+        const size_t v = size_t(loops[e].var);
+        if (src.coef[v] != want_src || dst.coef[v] != want_dst) return std::nullopt;
+        want_src *= loops[e].size;
+        want_dst *= loops[e].size;
+    }
+    t.run = want_src;
+    if (t.run % 16 != 0) return std::nullopt;
+    return t;
+}
+
+void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
+    ++sum_.transposed_copies;
+    const int64_t src_off = static_offset(t.src, st), dst_off = static_offset(t.dst, st);
+    Value *src = addr(t.src, st, src_off), *dst = addr(t.dst, st, dst_off);
+    // Every store is 16 floats from a multiple of 16 past the static offset.
+    const int64_t g = gcd64(gcd64(st.mult[size_t(t.dst)], dst_off), 16);
+    const llvm::Align dst_align(uint64_t(std::min<int64_t>(64, 4 * (g & -g))));
+    Type *v16 = vec_type(16);
+    std::vector<int> lo, hi;  // interleave the first (lo) or second (hi) halves of two vectors
+    for (int i = 0; i < 8; ++i) {
+        lo.insert(lo.end(), {i, 16 + i});
+        hi.insert(hi.end(), {8 + i, 24 + i});
+    }
+    emit_do_while(
+        {"tloop", "tj", "tj.next", "tdone"}, b_.getInt64(16), b_.getInt64(uint64_t(t.run)),
+        /*nowrap=*/true, /*poll=*/false, {}, [&](Value *j) {
+            for (int64_t rb = 0; rb < t.rows; rb += 16) {
+                std::vector<Value *> r(16);
+                for (int64_t i = 0; i < 16; ++i) {
+                    Value *p = b_.CreateInBoundsGEP(f32_, src,
+                                                    b_.getInt64(uint64_t((rb + i) * t.src_stride)));
+                    p = b_.CreateInBoundsGEP(f32_, p, j);
+                    r[size_t(i)] = b_.CreateAlignedLoad(v16, p, llvm::Align(4));
+                }
+                // Four rounds of pairing row i with row i + 8: after them, vector q
+                // holds column q.
+                for (int round = 0; round < 4; ++round) {
+                    std::vector<Value *> next(16);
+                    for (size_t i = 0; i < 8; ++i) {
+                        next[2 * i] = b_.CreateShuffleVector(r[i], r[i + 8], lo);
+                        next[2 * i + 1] = b_.CreateShuffleVector(r[i], r[i + 8], hi);
+                    }
+                    r = std::move(next);
+                }
+                Value *row0 = b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true);
+                for (int64_t q = 0; q < 16; ++q) {
+                    Value *p = b_.CreateInBoundsGEP(f32_, dst, row0);
+                    p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(q * t.rows + rb)));
+                    b_.CreateAlignedStore(r[size_t(q)], p, dst_align);
+                }
+            }
+        });
+}
+
 void NestEmitter::emit(size_t d, State st) {
     if (before_ && d == size_t(before_->nest.shared)) emit_before(d, st);
     if (d == plan_.nest.loops.size()) {
         emit_stmts(st, -1, 1);
+        return;
+    }
+    if (const auto t = transpose_at(d, st)) {
+        emit_transpose(*t, st);
         return;
     }
     // The tiles started here live until this depth is done; st and its copies below only

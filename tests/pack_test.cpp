@@ -1,6 +1,7 @@
 // The `pack` layout action (looptool/action_pack.h, docs/actions.md): the packed copy's layout,
 // the cut variables, legality, and every packed kernel checked against the reference of the
 // computation as the user wrote it (the JIT and the scheduled interpreter).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -12,6 +13,7 @@
 #include "looptool/export.h"
 #include "looptool/interpreter.h"
 #include "looptool/jit.h"
+#include "looptool/lower.h"
 #include "looptool/lower_fold.h"
 #include "looptool/text_format.h"
 #include "looptool/verify.h"
@@ -289,4 +291,46 @@ TEST(Pack, TileTemplateMembersWithPackingMatchTheReference) {
         ++two_rows;
     }
     EXPECT_EQ(two_rows, 1);
+    // Input channels in blocks (cb): the block loop right below the output rows, W's channel
+    // dimension cut in two by the pack.
+    auto deep = std::make_shared<Computation>(make_conv2d(2, 32, 5, 12, 64, 3, 3));
+    int blocked = 0;
+    for (const looptune::ConvTileSchedule &s : looptune::conv_schedule_family(64, 10, 0, true)) {
+        if (s.cb == 0) continue;
+        const Program p = apply_all(Program::naive(deep), looptune::conv_tile_actions(*deep, s));
+        const std::vector<Loop> &loops = p.tree.nests[1].loops;
+        const int ho = p.comp->var_index("ho"), c = p.comp->var_index("c");
+        size_t d = 0;
+        while (d + 1 < loops.size() && loops[d].var != ho) ++d;
+        ASSERT_LT(d + 1, loops.size()) << s.name() << dump(p);
+        EXPECT_EQ(loops[d + 1].var, c) << s.name() << dump(p);
+        EXPECT_EQ(loops[d + 1].size, 32 / s.cb) << s.name() << dump(p);
+        expect_matches(p, *deep);
+        ++blocked;
+    }
+    EXPECT_EQ(blocked, 4);  // 64x4 and 32x8, blocks of 8 and 16
+}
+
+// A conv's weights packed with the output channels innermost is a transpose: emitted as 16x16
+// blocks transposed in registers when the channels, rows and columns of W it copies are one
+// contiguous run (a multiple of 16 long) and the channel block a multiple of 16, in a copy
+// before the nest (batch 2) and in one block by block inside its shared loops (batch 1).
+TEST(Pack, AWeightTransposeIsEmittedInRegistersAndMatchesTheReference) {
+    for (int64_t batch : {2, 1})
+        for (int64_t ci : {32, 3}) {
+            auto conv = std::make_shared<Computation>(make_conv2d(batch, ci, 6, 12, 64, 3, 3));
+            for (int tm : {32, 64, 16}) {
+                const looptune::ConvTileSchedule s{tm, 8, "mh", false, true, true};
+                const Program p =
+                    apply_all(Program::naive(conv), looptune::conv_tile_actions(*conv, s));
+                SCOPED_TRACE(fmt::format("{} {}", conv->name, s.name()));
+                // Block by block when the output channels are cut in blocks, under a batch
+                // loop that runs once.
+                EXPECT_EQ(p.tree.nests[0].shared > 0, batch == 1 && tm < 64) << dump(p);
+                // 9 * 32 = 288 elements of W per channel, 27 with 3 input channels (no
+                // multiple of 16: scalar copies).
+                EXPECT_EQ(lower_to_llvm_ir(p).summary.transposed_copies, ci == 32 ? 1 : 0);
+                expect_matches(p, *conv);
+            }
+        }
 }
