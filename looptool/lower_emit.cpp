@@ -468,35 +468,42 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
         lo.insert(lo.end(), {i, 16 + i});
         hi.insert(hi.end(), {8 + i, 24 + i});
     }
-    emit_do_while(
-        {"tloop", "tj", "tj.next", "tdone"}, b_.getInt64(16), b_.getInt64(uint64_t(t.run)),
-        /*nowrap=*/true, /*poll=*/false, {}, [&](Value *j) {
-            for (int64_t rb = 0; rb < t.rows; rb += 16) {
-                std::vector<Value *> r(16);
-                for (int64_t i = 0; i < 16; ++i) {
-                    Value *p = b_.CreateInBoundsGEP(f32_, src,
-                                                    b_.getInt64(uint64_t((rb + i) * t.src_stride)));
-                    p = b_.CreateInBoundsGEP(f32_, p, j);
-                    r[size_t(i)] = b_.CreateAlignedLoad(v16, p, llvm::Align(4));
-                }
-                // Four rounds of pairing row i with row i + 8: after them, vector q
-                // holds column q.
-                for (int round = 0; round < 4; ++round) {
-                    std::vector<Value *> next(16);
-                    for (size_t i = 0; i < 8; ++i) {
-                        next[2 * i] = b_.CreateShuffleVector(r[i], r[i + 8], lo);
-                        next[2 * i + 1] = b_.CreateShuffleVector(r[i], r[i + 8], hi);
-                    }
-                    r = std::move(next);
-                }
-                Value *row0 = b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true);
-                for (int64_t q = 0; q < 16; ++q) {
-                    Value *p = b_.CreateInBoundsGEP(f32_, dst, row0);
-                    p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(q * t.rows + rb)));
-                    b_.CreateAlignedStore(r[size_t(q)], p, dst_align);
-                }
+    // Blocks of 16 rows, then 16 elements of the run: both run-time loops, so the body is one
+    // block (unrolling the 2-4 row blocks of a 32- or 64-channel block doubled a conv tile's
+    // compile time).
+    auto block = [&](Value *rb, Value *j) {
+        Value *src_rows = b_.CreateMul(rb, b_.getInt64(uint64_t(t.src_stride)), "", true, true);
+        std::vector<Value *> r(16);
+        for (int64_t i = 0; i < 16; ++i) {
+            Value *p = b_.CreateInBoundsGEP(f32_, src, src_rows);
+            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(i * t.src_stride)));
+            p = b_.CreateInBoundsGEP(f32_, p, j);
+            r[size_t(i)] = b_.CreateAlignedLoad(v16, p, llvm::Align(4));
+        }
+        // Four rounds of pairing row i with row i + 8: after them, vector q holds column q.
+        for (int round = 0; round < 4; ++round) {
+            std::vector<Value *> next(16);
+            for (size_t i = 0; i < 8; ++i) {
+                next[2 * i] = b_.CreateShuffleVector(r[i], r[i + 8], lo);
+                next[2 * i + 1] = b_.CreateShuffleVector(r[i], r[i + 8], hi);
             }
-        });
+            r = std::move(next);
+        }
+        Value *col0 = b_.CreateAdd(b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true),
+                                   rb, "", true, true);
+        for (int64_t q = 0; q < 16; ++q) {
+            Value *p = b_.CreateInBoundsGEP(f32_, dst, col0);
+            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(q * t.rows)));
+            b_.CreateAlignedStore(r[size_t(q)], p, dst_align);
+        }
+    };
+    emit_do_while({"trows", "tr", "tr.next", "trdone"}, b_.getInt64(16),
+                  b_.getInt64(uint64_t(t.rows)), /*nowrap=*/true, /*poll=*/false, {},
+                  [&](Value *rb) {
+                      emit_do_while({"tloop", "tj", "tj.next", "tdone"}, b_.getInt64(16),
+                                    b_.getInt64(uint64_t(t.run)), /*nowrap=*/true,
+                                    /*poll=*/false, {}, [&](Value *j) { block(rb, j); });
+                  });
 }
 
 void NestEmitter::emit(size_t d, State st) {
