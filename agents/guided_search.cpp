@@ -437,9 +437,11 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     };
     const bool naive_start =
         looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
-    if (config.batch_slice < 0)
-        throw looptool::Error(fmt::format("the batch slice must be 0 (none) or positive (got {})",
-                                          config.batch_slice));
+    // One image would not do: a batch loop that runs once lets `pack` copy block by block where
+    // the whole batch's copies the whole tensor, so the same actions would do other things.
+    if (config.batch_slice < 0 || config.batch_slice == 1)
+        throw looptool::Error(fmt::format(
+            "the batch slice must be 0 (none) or at least 2 images (got {})", config.batch_slice));
     if (config.batch_slice > 0 && naive_start)
         if (auto slice = conv_batch_slice(*start.comp, config.batch_slice)) {
             const auto sc = std::make_shared<const looptool::Computation>(std::move(*slice));

@@ -36,9 +36,10 @@ struct GuidedConfig {
     bool bounded_measurements = true;
     /// A batched conv2d of more images than this is searched on a slice of this many
     /// (conv_batch_slice(), tile_schedules.h) and the result applied to the whole batch; 0: on
-    /// the whole batch. LoopTune's batch-32 and batch-64 convs on 256x256 images take 1-7 s a
-    /// call: every measurement of a search within a budget was cut short, so the choice was
-    /// blind (0.40-0.55x oneDNN, docs/performance.md (p)); two images take 1/16-1/32 of that.
+    /// the whole batch; 1 is refused (a batch loop of one packs differently). LoopTune's batch-32
+    /// and batch-64 convs on 256x256 images take 1-7 s a call: every measurement of a search within
+    /// a budget was cut short, so the choice was blind (0.40-0.55x oneDNN, docs/performance.md
+    /// (p)); two images take 1/16-1/32 of that.
     int64_t batch_slice = 2;
 };
 

@@ -277,6 +277,9 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     const bool hs = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
     if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
     const bool cs = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
+    if (s.cb > 0 && !cs)  // the same schedule as the member without blocks
+        throw looptool::Error(
+            fmt::format("blocks of {} cover all {} input channels", s.cb, extent(v->c)));
     struct Id {
         int var, level;
     };

@@ -86,7 +86,8 @@ struct ConvTileSchedule {
 
 /// The actions from the naive nest of a make_conv2d computation (vars found by their role in
 /// the accesses, so imported LoopTune files work too). Splits whose factor covers the whole
-/// loop are left out. Throws looptool::Error if `c` is not a conv2d or a step is illegal.
+/// loop are left out. Throws looptool::Error if `c` is not a conv2d, a step is illegal or the
+/// channel blocks (cb) would cover every input channel.
 std::vector<looptool::Action> conv_tile_actions(const looptool::Computation &c,
                                                 const ConvTileSchedule &s);
 

@@ -43,7 +43,8 @@ Run add_tune(CLI::App &app) {
         ->check(at_least(0));
     cmd->add_option("--batch-slice", o->guided.batch_slice,
                     "Search a batched conv2d on this many images and apply the result to the "
-                    "whole batch (0: search on the whole batch; figures are then the slice's)")
+                    "whole batch (0: search on the whole batch; else at least 2; the figures "
+                    "are then the slice's)")
         ->capture_default_str()
         ->check(at_least(0));
     cmd->add_flag("--verify", o->verify,

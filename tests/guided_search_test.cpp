@@ -182,7 +182,8 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
     const Program start = tests::matmul_program(16, 16, 16);
     for (GuidedConfig c : {GuidedConfig{.budget_s = 0}, GuidedConfig{.budget_s = NAN},
                            GuidedConfig{.budget_s = INFINITY}, GuidedConfig{.branches = 0},
-                           GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1}})
+                           GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1},
+                           GuidedConfig{.batch_slice = 1}})
         EXPECT_THROW(guided_search(shipped_policy(), env, start, c), Error);
 }
 
