@@ -193,6 +193,11 @@ struct ConvVars {
     int n = -1, m = -1, ho = -1, wo = -1, c = -1, kh = -1, kw = -1;
 };
 
+// The var an index expression is, alone (coefficient 1, no offset), or -1.
+int single_var(const looptool::Affine &a) {
+    return a.terms.size() == 1 && a.terms[0].coef == 1 && a.offset == 0 ? a.terms[0].var : -1;
+}
+
 std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
     using looptool::OpKind;
     if (c.stmts.size() != 2 || c.stmts[0].reduce != looptool::ReduceKind::Sum) return {};
@@ -200,14 +205,11 @@ std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
     if (e.op != OpKind::Mul || e.args.size() != 2 || e.args[0].op != OpKind::Read ||
         e.args[1].op != OpKind::Read)
         return {};
-    auto single = [](const looptool::Affine &a) {
-        return a.terms.size() == 1 && a.terms[0].coef == 1 && a.offset == 0 ? a.terms[0].var : -1;
-    };
     const auto &out = c.stmts[0].out.index, &w = e.args[1].access.index,
                &x = e.args[0].access.index;
     if (out.size() != 4 || w.size() != 4 || x.size() != 4) return {};
-    ConvVars v{single(out[0]), single(out[1]), single(out[2]), single(out[3]),
-               single(w[1]),   single(w[2]),   single(w[3])};
+    ConvVars v{single_var(out[0]), single_var(out[1]), single_var(out[2]), single_var(out[3]),
+               single_var(w[1]),   single_var(w[2]),   single_var(w[3])};
     // X[n, c, ho + kh, wo + kw]
     auto is_sum = [](const looptool::Affine &a, int p, int q) {
         if (a.terms.size() != 2 || a.offset != 0) return false;
@@ -215,8 +217,8 @@ std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
         return a.terms[0].coef == 1 && a.terms[1].coef == 1 &&
                ((s == p && t == q) || (s == q && t == p));
     };
-    if (std::min({v.n, v.m, v.ho, v.wo, v.c, v.kh, v.kw}) < 0 || single(w[0]) != v.m ||
-        single(x[0]) != v.n || single(x[1]) != v.c || !is_sum(x[2], v.ho, v.kh) ||
+    if (std::min({v.n, v.m, v.ho, v.wo, v.c, v.kh, v.kw}) < 0 || single_var(w[0]) != v.m ||
+        single_var(x[0]) != v.n || single_var(x[1]) != v.c || !is_sum(x[2], v.ho, v.kh) ||
         !is_sum(x[3], v.wo, v.kw))
         return {};
     return v;
@@ -242,12 +244,8 @@ std::optional<looptool::Computation> conv_batch_slice(const looptool::Computatio
     one.name = fmt::format("{} ({} of {} images)", c.name, images, batch);
     one.vars[size_t(v->n)].extent = images;
     auto shrink = [&](const looptool::Access &a) {
-        for (size_t d = 0; d < a.index.size(); ++d) {
-            const looptool::Affine &e = a.index[d];
-            if (e.terms.size() == 1 && e.terms[0].var == v->n && e.terms[0].coef == 1 &&
-                e.offset == 0)
-                one.tensors[size_t(a.tensor)].shape[d] = images;
-        }
+        for (size_t d = 0; d < a.index.size(); ++d)
+            if (single_var(a.index[d]) == v->n) one.tensors[size_t(a.tensor)].shape[d] = images;
     };
     for (const looptool::Statement &s : c.stmts) {
         shrink(s.out);
