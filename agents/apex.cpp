@@ -187,7 +187,7 @@ TrainSummary train_apex(const TrainConfig &c) {
                     std::lock_guard<std::mutex> g(learner_mutex);
                     copy_weights(snapshot, learner.online);
                 }
-                at.eval_speedup = run.evaluate(snapshot, eval_env);
+                at.eval = run.evaluate(snapshot, eval_env);
                 next_eval += c.eval_every;
             }
             if (at.env_steps >= next_row || evaluate) {

@@ -1,4 +1,5 @@
 #include "agents/apex_loop.h"
+#include "agents/episode_starts.h"
 
 #include <chrono>
 #include <cmath>
@@ -38,7 +39,7 @@ void run_apex_actor(int id, int num_actors, const TrainConfig &c, const Dataset 
     int64_t version = -1;
     const double eps = apex_epsilon(c, id, num_actors);
     std::mt19937_64 rng(c.seed * 1000003 + id * 7919 + start_steps);
-    std::uniform_int_distribution<size_t> pick(0, dataset.train.size() - 1);
+    EpisodeStarts starts(c, dataset);
     std::vector<Transition> outbox;
     // Batches of 16: one forward pass for their initial priorities.
     auto flush = [&] {
@@ -48,7 +49,7 @@ void run_apex_actor(int id, int num_actors, const TrainConfig &c, const Dataset 
         outbox.clear();
     };
     while (!link.stopping()) {
-        env.reset(dataset.train[pick(rng)]);
+        starts.reset(env, rng);
         RlState current;  // env's state, encoded by the first step
         NStepBuilder nstep(c.n_step, c.gamma);
         double ep_reward = 0, base = env.gflops(), best = base;

@@ -119,7 +119,7 @@ private:
     int64_t sent_version_ = 0, granted_ = 0;
     RunningMean episode_reward_, episode_speedup_;
     RunSnapshot at_;
-    std::future<double> evaluation_;
+    std::future<Evaluation> evaluation_;
 };
 
 const RunSnapshot &RankZero::snapshot() {
@@ -281,7 +281,7 @@ TrainSummary RankZero::run() {
             bool evaluated = false;
             if (evaluation_.valid() &&
                 evaluation_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-                at_.eval_speedup = evaluation_.get();
+                at_.eval = evaluation_.get();
                 evaluated = true;
             } else if (steps >= next_eval && !evaluation_.valid()) {
                 start_evaluation();
@@ -312,7 +312,7 @@ TrainSummary RankZero::run() {
     out_.drain(c_.mpi_timeout);
     if (evaluation_.valid()) {
         try {
-            at_.eval_speedup = evaluation_.get();
+            at_.eval = evaluation_.get();
         } catch (...) {
             error_.capture("evaluation");
         }
@@ -320,7 +320,7 @@ TrainSummary RankZero::run() {
     if (learner_error_.empty()) {
         checkpoint();
         if (error_.empty()) {
-            at_.eval_speedup = run_.evaluate(learner_.online, eval_env_);
+            at_.eval = run_.evaluate(learner_.online, eval_env_);
             run_.record(snapshot(), true);
         }
     }

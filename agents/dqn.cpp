@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "agents/episode_starts.h"
 #include "agents/learner.h"
 #include "agents/torch_errors.h"
 #include "agents/training_run.h"
@@ -42,7 +43,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     at.env_steps = run.start_steps();
     at.episodes = run.start_episodes();
     std::mt19937_64 rng(c.seed * 1000003 + at.env_steps);
-    std::uniform_int_distribution<size_t> pick_bench(0, dataset.train.size() - 1);
+    EpisodeStarts starts(c, dataset);
     RunningMean episode_reward, episode_speedup, loss_mean(200);
     NStepBuilder nstep(c.n_step, c.gamma);
     std::vector<Transition> completed;
@@ -53,7 +54,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
     const double profile_start = run.elapsed();
     while (at.env_steps < c.steps && !run.out_of_time()) {
         if (!in_episode) {
-            env.reset(dataset.train[pick_bench(rng)]);
+            starts.reset(env, rng);
             current.flat.clear();
             ep_reward = 0;
             ep_base = ep_best = env.gflops();
@@ -96,7 +97,7 @@ static TrainSummary train_dqn(const TrainConfig &c) {
         const bool last = at.env_steps >= c.steps || run.out_of_time();
         if (at.env_steps % c.checkpoint_every == 0 || last) run.checkpoint(learner, at, {});
         const bool evaluate = (c.eval_every > 0 && at.env_steps % c.eval_every == 0) || last;
-        if (evaluate) at.eval_speedup = run.evaluate(learner.online, eval_env);
+        if (evaluate) at.eval = run.evaluate(learner.online, eval_env);
         if (evaluate || at.env_steps % 250 == 0) run.record(at, evaluate);
         run.report(at, fmt::format("eps {:.2f}", at.epsilon), last);
     }

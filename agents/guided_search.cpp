@@ -38,12 +38,9 @@ int guided_step_limit(const looptool::Computation &c, int policy_steps) {
     return policy_steps + 8 * long_vars;
 }
 
-namespace {
+using Seed = TuneSeed;
 
-struct Seed {
-    std::string name;
-    std::vector<Action> actions;  // from the naive nest
-};
+namespace {
 
 /// The seeds that apply from the naive nest, within the step limit and the action space. The
 /// layout actions `flatten` and `pack` are allowed outside it: a seed is measured, not chosen
@@ -65,6 +62,8 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
     return out;
 }
 
+}  // namespace
+
 /// The starting points worth a measurement each within a budget of a fraction of a second.
 /// For n >= 2, `tile` members: the tile that wins most of LoopTune's grid (8x32; 16x16 when
 /// n < 32, where a 32-wide tile leaves n unsplit: mm1000_17_300 reached 67 GFLOPS with 16x16,
@@ -73,8 +72,8 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 /// other side) nothing in the tile family vectorizes, so the seeds are dot products: n above k, k
 /// split by 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS
 /// against the naive nest's 1.8).
-std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
-                            const looptool::ActionSpace &space) {
+std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
+                                 const looptool::ActionSpace &space) {
     // A conv2d: the conv family's members that win most often on real layers (section m of
     // docs/performance.md): row tiles along wo, the channel-vectorized tiles with W packed for
     // narrow images, and the flat tile for 1x1 convs.
@@ -134,6 +133,8 @@ std::vector<Seed> seeds_for(const looptool::Computation &c, int limit,
     }
     return applicable(c, std::move(candidates), limit, space);
 }
+
+namespace {
 
 struct Node {
     Program program;
@@ -228,7 +229,7 @@ public:
         return nodes_.size() - 1;
     }
 
-    /// Measures a seed from the naive nest `start` (seeds_for() checked that it applies).
+    /// Measures a seed from the naive nest `start` (tune_seeds() checked that it applies).
     void add_seed(const Program &start, const Seed &s) {
         Program t = start;
         for (Action a : s.actions) t = looptool::apply(t, a);
@@ -338,7 +339,7 @@ public:
         const bool naive_start =
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
         const std::vector<Seed> seeds = !config_.greedy && config_.tile_seeds && naive_start
-                                            ? seeds_for(*start.comp, limit_, env_.action_space())
+                                            ? tune_seeds(*start.comp, limit_, env_.action_space())
                                             : std::vector<Seed>{};
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend

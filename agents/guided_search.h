@@ -86,6 +86,18 @@ inline constexpr int kConvSteps = 64;
 /// are measured again with the configured protocol at the end; the budget keeps time for it.
 inline constexpr int kFinalists = 3;
 
+/// A starting point of the search: a member of the `tile` template (or a dot product), as
+/// actions from the naive nest.
+struct TuneSeed {
+    std::string name;
+    std::vector<looptool::Action> actions;
+};
+/// The seeds guided_search() measures first on `c`'s naive nest: those that apply within `limit`
+/// actions, with actions of `space` (and the layout actions `flatten` and `pack`, outside it).
+/// Training starts episodes from them too (TrainConfig::seed_starts).
+std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
+                                 const looptool::ActionSpace &space);
+
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.
 GuidedResult guided_search(const Policy &policy, Environment &env, const looptool::Program &start,

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "agents/episode_starts.h"
 #include "agents/fused_adam.h"
 #include "agents/trace.h"
 #include "looptool/error.h"
@@ -367,23 +368,42 @@ EnvConfig train_env_config(const TrainConfig &config) {
     return e;
 }
 
-double evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files,
-                       bool with_graph, std::vector<FailedBenchmark> &failed) {
-    double log_sum = 0;
-    int evaluated = 0;
+/// The best GFLOPS of the greedy rollout of `net` from env's state (its start included).
+static double greedy_rollout_best(QNet &net, Environment &env, bool with_graph) {
+    double best = env.gflops();
+    while (env.steps_taken() < env.config().max_steps) {
+        const int a = greedy_action(net, encode_state(env, with_graph));
+        if (a < 0) break;
+        env.step_index(a);
+        best = std::max(best, env.gflops());
+    }
+    return best;
+}
+
+Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files,
+                           bool with_graph, std::vector<FailedBenchmark> &failed,
+                           EpisodeStarts *seeds) {
+    double log_sum = 0, seed_log_sum = 0;
+    int evaluated = 0, seeded = 0;
     for (const std::string &f : files) {
         try {
             env.reset(f);
             const double base = env.gflops();
-            double best = base;
-            while (env.steps_taken() < env.config().max_steps) {
-                const int a = greedy_action(net, encode_state(env, with_graph));
-                if (a < 0) break;
-                env.step_index(a);
-                best = std::max(best, env.gflops());
-            }
+            const double best = greedy_rollout_best(net, env, with_graph);
+            double best_seed = 0, best_with_policy = 0;
+            if (seeds)
+                for (const auto &[name, state] : seeds->seed_states(f, env.action_space())) {
+                    env.reset(state);
+                    best_seed = std::max(best_seed, env.gflops());
+                    best_with_policy =
+                        std::max(best_with_policy, greedy_rollout_best(net, env, with_graph));
+                }
             log_sum += std::log(best / std::max(base, 1e-9));
             ++evaluated;
+            if (best_seed > 0) {
+                seed_log_sum += std::log(best_with_policy / best_seed);
+                ++seeded;
+            }
         } catch (const looptool::InternalError &) {
             throw;  // a bug of ours, not a bad benchmark
         } catch (const std::exception &e) {
@@ -391,7 +411,10 @@ double evaluate_policy(QNet &net, Environment &env, const std::vector<std::strin
             failed.push_back({f, what.substr(0, what.find('\n'))});
         }
     }
-    return evaluated == 0 ? 0 : std::exp(log_sum / evaluated);
+    Evaluation e;
+    e.speedup = evaluated == 0 ? 0 : std::exp(log_sum / evaluated);
+    if (seeded > 0) e.seed_gain = std::exp(seed_log_sum / seeded);
+    return e;
 }
 
 std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env,

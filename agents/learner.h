@@ -91,11 +91,22 @@ struct FailedBenchmark {
     std::string file, reason;
 };
 
-/// Greedy rollouts of `net` on `files`; returns the geomean of best-seen GFLOPS / naive over
-/// the benchmarks that ran. A benchmark that throws is left out and appended to `failed`;
-/// 0 when none ran.
-double evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files,
-                       bool with_graph, std::vector<FailedBenchmark> &failed);
+/// What an evaluation measured (geomeans over the benchmarks that ran; -1: not measured).
+struct Evaluation {
+    double speedup = -1;  ///< the greedy rollout from the naive nest: best-seen GFLOPS / naive
+    /// With seed starts: the best of the seeds and the greedy rollouts from each seed's state,
+    /// over the best seed (>= 1; above 1 where the policy improves on the demonstrations).
+    double seed_gain = -1;
+};
+
+class EpisodeStarts;
+
+/// Greedy rollouts of `net` on `files` from each naive nest and, with `seeds`, from each of
+/// tune's seed states. A benchmark that throws is left out and appended to `failed`; 0 when
+/// none ran.
+Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files,
+                           bool with_graph, std::vector<FailedBenchmark> &failed,
+                           EpisodeStarts *seeds = nullptr);
 
 /// Loads warm-start traces and replays them in `env`: demonstrations for the margin loss and
 /// n-step transitions (rewards measured or looked up in the store) for the replay.

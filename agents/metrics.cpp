@@ -17,9 +17,9 @@ namespace looptune {
 
 const std::vector<std::string> &metrics_columns() {
     static const std::vector<std::string> columns = {
-        "seconds",      "env_steps",        "episodes",          "updates",
-        "epsilon",      "episode_reward",   "episode_speedup",   "loss",
-        "eval_speedup", "steps_per_second", "updates_per_second"};
+        "seconds",      "env_steps",        "episodes",           "updates",
+        "epsilon",      "episode_reward",   "episode_speedup",    "loss",
+        "eval_speedup", "steps_per_second", "updates_per_second", "eval_seed_gain"};
     return columns;
 }
 
@@ -33,11 +33,12 @@ static std::string header_line() {
 }
 
 static std::string format_row(const MetricsRow &r) {
-    return fmt::format("{:.1f},{},{},{},{:.4f},{:.5f},{:.4f},{:.6f},{},{:.2f},{:.2f}\n", r.seconds,
-                       r.env_steps, r.episodes, r.updates, r.epsilon, r.episode_reward,
-                       r.episode_speedup, r.loss,
-                       r.eval_speedup < 0 ? std::string() : fmt::format("{:.4f}", r.eval_speedup),
-                       r.steps_per_second, r.updates_per_second);
+    return fmt::format(
+        "{:.1f},{},{},{},{:.4f},{:.5f},{:.4f},{:.6f},{},{:.2f},{:.2f},{}\n", r.seconds, r.env_steps,
+        r.episodes, r.updates, r.epsilon, r.episode_reward, r.episode_speedup, r.loss,
+        r.eval_speedup < 0 ? std::string() : fmt::format("{:.4f}", r.eval_speedup),
+        r.steps_per_second, r.updates_per_second,
+        r.eval_seed_gain < 0 ? std::string() : fmt::format("{:.4f}", r.eval_seed_gain));
 }
 
 MetricsWriter::MetricsWriter(const std::string &path, bool append) {

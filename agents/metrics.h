@@ -18,6 +18,8 @@ struct MetricsRow {
     double epsilon = 0, episode_reward = 0, episode_speedup = 0, loss = 0;
     double eval_speedup = -1;  ///< -1: no evaluation in this row
     double steps_per_second = 0, updates_per_second = 0;
+    /// With seed starts: best of tune's seeds and the policy's rollouts from them / best seed.
+    double eval_seed_gain = -1;
 };
 
 /// The columns, in file order.

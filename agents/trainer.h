@@ -37,6 +37,9 @@ struct TrainConfig {
     int64_t warmstart_updates = 2000;  ///< supervised updates on the traces before RL
     double demo_margin = 0.1;          ///< large-margin loss for demonstrated actions (DQfD)
     double warmstart_min_speedup = 2;  ///< only the best trace per benchmark, and only if this good
+    /// Probability that an episode starts at the state one of `tune`'s seeds reaches
+    /// (agents/episode_starts.h) instead of the naive nest; 0: always the naive nest.
+    double seed_starts = 0;
 
     // Environment.
     std::string action_space = "full";
@@ -100,7 +103,8 @@ struct ProfileEntry {
 struct TrainSummary {
     int64_t env_steps = 0, episodes = 0, updates = 0;
     double seconds = 0;
-    double eval_speedup = 0;  ///< geomean over the evaluated test benchmarks, last evaluation
+    double eval_speedup = 0;     ///< geomean over the evaluated test benchmarks, last evaluation
+    double eval_seed_gain = -1;  ///< with seed starts: the policy's gain over tune's seeds
     bool resumed = false;
     bool primary = true;  ///< false on MPI ranks other than 0: they report nothing
     std::string policy_path, metrics_path;

@@ -45,6 +45,8 @@ TrainingRun::TrainingRun(const TrainConfig &config) : c_(config) {
     if (!(c_.updates_per_step >= 0) || !std::isfinite(c_.updates_per_step))
         throw looptool::Error("--updates-per-step must be a finite number >= 0");
     if (c_.actors < 1) throw looptool::Error("--actors must be at least 1");
+    if (!(c_.seed_starts >= 0 && c_.seed_starts <= 1))
+        throw looptool::Error("--seed-starts must be a probability in [0, 1]");
     checkpoint_path = c_.out_dir + "/checkpoint.pt";
     policy_path = c_.out_dir + "/policy.pt";
     metrics_path = c_.out_dir + "/metrics.csv";
@@ -55,9 +57,15 @@ TrainingRun::TrainingRun(const TrainConfig &config) : c_(config) {
     dataset_ = Dataset::load(c_.dataset_dir, c_.split_seed);
     if (dataset_.train.empty())
         throw looptool::Error("the train split of " + c_.dataset_dir + " is empty");
-    eval_files_ = dataset_.test;
-    if (c_.eval_benchmarks >= 0 && static_cast<int>(eval_files_.size()) > c_.eval_benchmarks)
-        eval_files_.resize(c_.eval_benchmarks);
+    // Spread over the split (sorted by name), so a dataset of several kinds (conv*, mm*) is
+    // evaluated on each.
+    const size_t n_test = dataset_.test.size();
+    if (c_.eval_benchmarks >= 0 && n_test > size_t(c_.eval_benchmarks))
+        for (size_t i = 0; i < size_t(c_.eval_benchmarks); ++i)
+            eval_files_.push_back(dataset_.test[i * n_test / size_t(c_.eval_benchmarks)]);
+    else
+        eval_files_ = dataset_.test;
+    if (c_.seed_starts > 0) eval_seeds_ = std::make_unique<EpisodeStarts>(c_, dataset_);
     if (!c_.warmstart.empty())
         load_traces(c_.warmstart);  // read again by the trainer; here: fail early
 }
@@ -134,7 +142,8 @@ void TrainingRun::checkpoint(Learner &learner, const RunSnapshot &at,
               {"seed", c_.seed},
               {"env_steps", at.env_steps},
               {"dataset", c_.dataset_dir},
-              {"warmstart", c_.warmstart}});
+              {"warmstart", c_.warmstart},
+              {"seed_starts", c_.seed_starts}});
     learner.save_policy(policy_path, p);
     note(fmt::format("checkpoint at step {} ({} updates): {}", at.env_steps, learner.updates,
                      checkpoint_path));
@@ -143,8 +152,8 @@ void TrainingRun::checkpoint(Learner &learner, const RunSnapshot &at,
 void TrainingRun::record(const RunSnapshot &at, bool with_eval) {
     metrics_->write({seconds_before_ + elapsed(), at.env_steps, at.episodes, at.updates, at.epsilon,
                      at.episode_reward, at.episode_speedup, at.loss,
-                     with_eval ? at.eval_speedup : -1, steps_per_second(at),
-                     updates_per_second(at)});
+                     with_eval ? at.eval.speedup : -1, steps_per_second(at), updates_per_second(at),
+                     with_eval ? at.eval.seed_gain : -1});
 }
 
 void TrainingRun::report(const RunSnapshot &at, const std::string &who, bool now,
@@ -158,11 +167,13 @@ void TrainingRun::report(const RunSnapshot &at, const std::string &who, bool now
                                 : std::string("ETA ?");
     c_.progress(fmt::format(
         "[{}/{}] {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss {:.4f} | {} updates"
-        " | eval {} | {:.1f} steps/s | {:.1f} updates/s | {}",
+        " | eval {}{} | {:.1f} steps/s | {:.1f} updates/s | {}",
         at.env_steps, c_.steps, who, at.episodes, at.episode_reward, at.episode_speedup, at.loss,
         at.updates,
-        at.eval_speedup < 0 ? std::string("-") : fmt::format("{:.2f}x", at.eval_speedup), rate,
-        updates_per_second(at), eta));
+        at.eval.speedup < 0 ? std::string("-") : fmt::format("{:.2f}x", at.eval.speedup),
+        at.eval.seed_gain < 0 ? std::string()
+                              : fmt::format(" (seeds +{:.1f}%)", 100 * (at.eval.seed_gain - 1)),
+        rate, updates_per_second(at), eta));
 }
 
 void TrainingRun::note(const std::string &line) const {
@@ -172,17 +183,18 @@ void TrainingRun::note(const std::string &line) const {
         c_.progress(line);
 }
 
-double TrainingRun::evaluate(QNet &net, Environment &env) {
+Evaluation TrainingRun::evaluate(QNet &net, Environment &env) {
     std::vector<std::string> files;
     {
         std::lock_guard<std::mutex> g(eval_mutex_);
         files = eval_files_;
     }
-    if (c_.eval_benchmarks == 0) return -1;  // evaluation turned off: "-" in progress and metrics
+    if (c_.eval_benchmarks == 0) return {};  // evaluation turned off: "-" in progress and metrics
     if (files.empty()) throw looptool::Error("evaluation: no test benchmark left to evaluate on");
     std::vector<FailedBenchmark> failed;
-    const double speedup = evaluate_policy(net, env, files, c_.graph(), failed);
-    if (failed.empty()) return speedup;
+    const Evaluation result =
+        evaluate_policy(net, env, files, c_.graph(), failed, eval_seeds_.get());
+    if (failed.empty()) return result;
     std::lock_guard<std::mutex> g(eval_mutex_);
     for (const FailedBenchmark &f : failed) {
         looptool::warn(fmt::format("evaluation: {}: {} (left out of this and later evaluations)",
@@ -193,7 +205,7 @@ double TrainingRun::evaluate(QNet &net, Environment &env) {
     if (eval_files_.empty())
         throw looptool::Error("evaluation: every test benchmark failed; the last: " +
                               failed.back().file + ": " + failed.back().reason);
-    return speedup;
+    return result;
 }
 
 TrainSummary TrainingRun::summary(const RunSnapshot &at) const {
@@ -202,7 +214,8 @@ TrainSummary TrainingRun::summary(const RunSnapshot &at) const {
     s.episodes = at.episodes;
     s.updates = at.updates;
     s.seconds = seconds_before_ + elapsed();
-    s.eval_speedup = at.eval_speedup;
+    s.eval_speedup = at.eval.speedup;
+    s.eval_seed_gain = at.eval.seed_gain;
     s.resumed = resumed_;
     s.policy_path = policy_path;
     s.metrics_path = metrics_path;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/episode_starts.h"
 #include "agents/learner.h"
 #include "agents/metrics.h"
 #include "agents/trainer.h"
@@ -30,7 +31,7 @@ class Learner;
 struct RunSnapshot {
     int64_t env_steps = 0, episodes = 0, updates = 0;
     double epsilon = 0, episode_reward = 0, episode_speedup = 0, loss = 0;
-    double eval_speedup = -1;  ///< the latest evaluation; -1: none yet
+    Evaluation eval;  ///< the latest evaluation; -1s: none yet
 };
 
 class TrainingRun {
@@ -62,10 +63,11 @@ public:
     bool out_of_time() const { return c_.max_seconds > 0 && elapsed() >= c_.max_seconds; }
 
     /// The policy's greedy rollouts on the evaluation benchmarks (evaluate_policy): the geomean
-    /// speedup over the naive nests. A benchmark that fails is reported on stderr, left out of
-    /// this and every later evaluation, and listed in the summary (TrainSummary::failed); the
-    /// run goes on. Throws looptool::Error when no evaluation benchmark is left.
-    double evaluate(QNet &net, Environment &env);
+    /// speedup over the naive nests and, with seed starts, the gain over tune's seeds. A benchmark
+    /// that fails is reported on stderr, left out of this and every later evaluation, and listed in
+    /// the summary (TrainSummary::failed); the run goes on. Throws looptool::Error when no
+    /// evaluation benchmark is left.
+    Evaluation evaluate(QNet &net, Environment &env);
 
     /// Writes checkpoint.pt and policy.pt (atomically) and says so.
     void checkpoint(Learner &learner, const RunSnapshot &at, const nlohmann::json &provenance);
@@ -89,6 +91,7 @@ private:
     Dataset dataset_;
     std::vector<std::string> eval_files_;
     std::vector<FailedBenchmark> eval_failed_;
+    std::unique_ptr<EpisodeStarts> eval_seeds_;  // with seed starts: the evaluation's seeds
     mutable std::mutex eval_mutex_;  // evaluate() may run on a thread of its own (Ape-X, MPI)
     bool resumed_ = false;
     int64_t start_steps_ = 0, start_episodes_ = 0, start_updates_ = 0;

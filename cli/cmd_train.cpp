@@ -31,6 +31,16 @@ static void plot_training(const std::string &metrics_csv, const std::string &png
         png.substr(0, png.size() - 4) + "_reward.png",
         {"Training: episode reward", "environment steps", "reward (sum over the episode)"},
         {reward});
+    // With seed starts: what the policy adds to tune's seeds (1.0 when it adds nothing).
+    looptune::Series seed_gain{
+        "test split: geomean best of seeds and rollouts from them / best seed", {}, {}};
+    if (table.has("eval_seed_gain"))
+        table.series("env_steps", "eval_seed_gain", &seed_gain.x, &seed_gain.y);
+    if (!seed_gain.x.empty())
+        looptune::plot_lines(
+            png.substr(0, png.size() - 4) + "_seeds.png",
+            {"Training: the policy's gain over tune's seeds", "environment steps", "gain (x)"},
+            {seed_gain});
 }
 
 // A word option stored as one of our enums: the words are parsed here, once, so nothing
@@ -88,6 +98,11 @@ Run add_train(CLI::App &app) {
                     "Imitate only each benchmark's best trace, and only if it reaches this speedup")
         ->capture_default_str()
         ->check(non_negative());
+    cmd->add_option("--seed-starts", c.seed_starts,
+                    "Probability that an episode starts at a state one of tune's seeds (tile "
+                    "members, the conv family) reaches, instead of the naive nest")
+        ->capture_default_str()
+        ->check(unit_interval());
     cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")
         ->capture_default_str()
         ->check(non_negative());
@@ -222,6 +237,7 @@ Run add_train(CLI::App &app) {
                                 {"updates", s.updates},
                                 {"seconds", s.seconds},
                                 {"eval_speedup", s.eval_speedup},
+                                {"eval_seed_gain", s.eval_seed_gain},
                                 {"resumed", s.resumed},
                                 {"policy", s.policy_path},
                                 {"metrics", s.metrics_path},
@@ -252,6 +268,11 @@ Run add_train(CLI::App &app) {
                        s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
                        s.eval_speedup < 0 ? std::string("- (not evaluated)")
                                           : fmt::format("{:.2f}x", s.eval_speedup));
+            if (s.eval_seed_gain > 0)
+                fmt::print(
+                    "test geomean gain over tune's seeds (best of seeds and rollouts from "
+                    "them / best seed): {:.3f}x\n",
+                    s.eval_seed_gain);
             fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,
                        plot.empty() ? "" : "\ncurves: " + plot);
             for (const auto &[file, reason] : s.failed)

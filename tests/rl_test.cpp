@@ -8,7 +8,10 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <random>
+#include <set>
 
+#include "agents/episode_starts.h"
 #include "agents/metrics.h"
 #include "agents/policy.h"
 #include "agents/replay.h"
@@ -257,6 +260,66 @@ TEST(Train, WarmStartFromTraces) {
     ASSERT_GE(t.actions.size(), 3u);
     EXPECT_EQ(std::vector<Action>(t.actions.begin(), t.actions.begin() + 3),
               (std::vector<Action>{Action::Down, Action::Down, Action::Vectorize}));
+}
+
+// Episodes may start where tune's rollouts start: at the state one of its seeds (a `tile`
+// member) reaches. The evaluation then also measures what the policy adds to those seeds.
+TEST(Train, EpisodesStartAtTuneSeedsAndTheEvaluationMeasuresTheGainOverThem) {
+    TempDir dir("seedstarts");
+    TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
+    c.max_steps = 16;  // a tile seed is ~12 actions
+    const Dataset data = Dataset::load(c.dataset_dir);
+    EnvConfig e = fast_env({});
+    e.action_space = c.action_space;
+    e.max_steps = c.max_steps;
+    Environment env(e);
+    EpisodeStarts starts(c, data);
+    std::set<std::string> seed_keys, naive_keys;
+    for (const std::string &f : data.train) {
+        naive_keys.insert(schedule_key(Program::naive(load_program_file(f).comp)));
+        for (const auto &[name, state] : starts.seed_states(f, env.action_space())) {
+            EXPECT_NE(name.find("tile"), std::string::npos) << name;
+            seed_keys.insert(schedule_key(state));
+        }
+    }
+    ASSERT_FALSE(seed_keys.empty());
+    std::mt19937_64 rng(1);
+    // seed_starts 0 (the default): always the naive nest.
+    for (int i = 0; i < 5; ++i) {
+        starts.reset(env, rng);
+        EXPECT_TRUE(naive_keys.count(schedule_key(env.program())));
+        EXPECT_EQ(env.steps_taken(), 0);
+    }
+    // seed_starts 1: a seed's state wherever the benchmark has seeds.
+    c.seed_starts = 1;
+    int at_seed = 0;
+    for (int i = 0; i < 20; ++i) {
+        starts.reset(env, rng);
+        const std::string key = schedule_key(env.program());
+        EXPECT_TRUE(seed_keys.count(key) || naive_keys.count(key)) << key;
+        at_seed += int(seed_keys.count(key));
+        EXPECT_EQ(env.steps_taken(), 0);  // a fresh episode from there
+        EXPECT_GT(env.gflops(), 0);
+    }
+    EXPECT_GT(at_seed, 0);
+
+    c.seed_starts = 0.5;
+    c.steps = 120;
+    c.eval_every = 60;
+    const TrainSummary s = train(c);
+    EXPECT_GT(s.eval_speedup, 0);
+    EXPECT_GE(s.eval_seed_gain, 1);  // the seeds are among what it takes the best of
+    const MetricsTable t = MetricsTable::read(dir / "run/metrics.csv");
+    int evaluated_rows = 0;
+    for (size_t r = 0; r < t.rows(); ++r)
+        if (t.value(r, "eval_speedup")) {
+            ++evaluated_rows;
+            EXPECT_GE(t.value(r, "eval_seed_gain").value_or(0), 1);
+        }
+    EXPECT_GE(evaluated_rows, 2);
+    c.seed_starts = 1.5;
+    c.out_dir = dir / "run2";
+    EXPECT_THROW(train(c), Error);
 }
 
 TEST(Train, BadSettingsAreErrorsAndLeaveNothingBehind) {
