@@ -33,9 +33,14 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 int guided_step_limit(const looptool::Computation &c, int policy_steps) {
     int long_vars = 0;
     for (const auto &v : c.vars) long_vars += v.extent > 256;
-    // A conv tile is 35-50 actions (seven loops to order, then the write nest and the pack).
-    if (conv_shape(c)) return std::max(policy_steps + 8 * long_vars, kConvSteps);
-    return policy_steps + 8 * long_vars;
+    // A whole policy episode after the longest seed: most rollouts start at a seed. An 8x32
+    // tile is 17 actions with its write nest, a conv tile 35-50 (seven loops to order, then
+    // the write nest and the pack). Before, the limit was 16 on LoopTune's 64..256 grid, where
+    // no tile seed fit, so none was measured there.
+    size_t longest = 0;
+    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, looptool::ActionSpace::preset("full")))
+        longest = std::max(longest, s.actions.size());
+    return std::max(policy_steps + 8 * long_vars, longest == 0 ? 0 : int(longest) + policy_steps);
 }
 
 using Seed = TuneSeed;
@@ -166,7 +171,7 @@ public:
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
         const looptool::MeasureOptions &m = env_.config().measure;
         const double call_s = flops_ / (best_gflops_ * 1e9);
-        return (kFinalists + 1) *
+        return (kFinalists + 2) *  // the finalists, the greedy rollout's best, the best seed
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
 
@@ -189,6 +194,13 @@ public:
         };
         for (size_t i : order)
             if (finals.size() < size_t(kFinalists)) take(i);
+        // The best seed too, so what the policy added to the seeds is on the same protocol.
+        size_t best_seed = seed_nodes_.empty() ? 0 : seed_nodes_.front();
+        for (size_t i : seed_nodes_)
+            if (nodes_[i].gflops > nodes_[best_seed].gflops) best_seed = i;
+        const std::string seed_key =
+            seed_nodes_.empty() ? std::string() : looptool::schedule_key(nodes_[best_seed].program);
+        if (!seed_nodes_.empty()) take(best_seed);
         // The greedy rollout's best, found by its schedule (a seed may have reached it first).
         // When the rollout never improved on the start there is nothing to keep it above.
         const std::string greedy_key = looptool::schedule_key(r.greedy.best);
@@ -205,7 +217,9 @@ public:
             n.gflops = env_.measure_again(n.program);
             if (n.gflops > nodes_[win].gflops) win = finals[f];
             if (keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
+            if (keys[f] == seed_key) r.best_seed_gflops = n.gflops;
         }
+        if (!seed_nodes_.empty()) r.best_seed = nodes_[best_seed].origin;
         return win;
     }
 
@@ -234,7 +248,7 @@ public:
         Program t = start;
         for (Action a : s.actions) t = looptool::apply(t, a);
         bound_next_measurement();
-        add(t, s.actions, env_.evaluate(t), 0, s.name);
+        seed_nodes_.push_back(add(t, s.actions, env_.evaluate(t), 0, s.name));
     }
 
     /// The best measured state that still has a branch to try and room for another action.
@@ -354,7 +368,7 @@ public:
                 for (Action a : seeds[0].actions) t = looptool::apply(t, a);
                 bound_next_measurement();
                 env_.reset(t);  // the benchmark's buffers, and the seed's measurement
-                add(t, seeds[0].actions, env_.gflops(), 0, seeds[0].name);
+                seed_nodes_.push_back(add(t, seeds[0].actions, env_.gflops(), 0, seeds[0].name));
             } else {
                 add_seed(start, seeds[i]);
             }
@@ -412,6 +426,7 @@ private:
     const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
     std::vector<Node> nodes_;
     std::unordered_map<std::string, size_t> index_;
+    std::vector<size_t> seed_nodes_;  // the seeds' nodes
     int rollouts_ = 0;
     const double flops_;
     double best_gflops_ = 0;  // the best measured so far, bounds the next measurement

@@ -64,10 +64,15 @@ struct GuidedResult {
     bool base_cut_short = false;
     std::vector<looptool::Action> actions;  ///< from the start to `best`
     std::string found_by;                   ///< "greedy", "tile 8x32 mn", "rollout", ...
-    PolicyTuneResult greedy;                ///< the greedy rollout, always run
-    int max_steps = 0;                      ///< the step limit used
-    int rollouts = 0;                       ///< rollouts after the greedy one
-    int64_t schedules = 0;                  ///< distinct schedules compiled or found in the store
+    /// The best seed (empty: none were measured) and its GFLOPS, measured again with the
+    /// configured protocol beside the finalists: best_gflops / best_seed_gflops is what the
+    /// policy added to the seeds (the demonstrations' schedules).
+    std::string best_seed;
+    double best_seed_gflops = 0;
+    PolicyTuneResult greedy;  ///< the greedy rollout, always run
+    int max_steps = 0;        ///< the step limit used
+    int rollouts = 0;         ///< rollouts after the greedy one
+    int64_t schedules = 0;    ///< distinct schedules compiled or found in the store
     double seconds = 0;
     /// Searched on a slice of this many images of a batch of `batch` (GuidedConfig::batch_slice;
     /// 0: on the computation itself). Then `best` and `actions` are the whole batch's, and every
@@ -78,12 +83,14 @@ struct GuidedResult {
 
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8
 /// (a split, its moves and a swap: one cache block) for each loop variable longer than 256
-/// (LoopTune's grid ends at 256; beyond it schedules need k and n blocks, 35+ actions).
-/// On a conv2d at least kConvSteps, so its tile seeds and rollouts from them fit.
+/// (LoopTune's grid ends at 256; beyond it schedules need k and n blocks, 35+ actions), and at
+/// least the longest of its seeds (tune_seeds()) plus one policy episode after it.
 int guided_step_limit(const looptool::Computation &c, int policy_steps);
-inline constexpr int kConvSteps = 64;
-/// With bounded measurements, the best few distinct schedules (and the greedy rollout's best)
-/// are measured again with the configured protocol at the end; the budget keeps time for it.
+/// The longest seed guided_step_limit() makes room for.
+inline constexpr int kSeedSteps = 96;
+/// With bounded measurements, the best few distinct schedules (and the greedy rollout's best and
+/// the best seed) are measured again with the configured protocol at the end; the budget keeps time
+/// for it.
 inline constexpr int kFinalists = 3;
 
 /// A starting point of the search: a member of the `tile` template (or a dot product), as

@@ -92,6 +92,8 @@ Run add_tune(CLI::App &app) {
                                        {"fraction_of_peak", r.best_gflops / peak},
                                        {"best_actions", best},
                                        {"found_by", r.found_by},
+                                       {"best_seed", r.best_seed},
+                                       {"best_seed_gflops", r.best_seed_gflops},
                                        {"greedy_gflops", g.best_gflops},
                                        {"greedy_actions", rollout},
                                        {"greedy_step_gflops", g.step_gflops},
@@ -120,6 +122,10 @@ Run add_tune(CLI::App &app) {
                         "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, "
                         "at most {} actions; {:.3f} s\n",
                         g.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
+                    if (!r.best_seed.empty())
+                        fmt::print("  best seed {} {:.1f} GFLOPS: the policy added {:+.1f}%\n",
+                                   r.best_seed, r.best_seed_gflops,
+                                   100 * (r.best_gflops / r.best_seed_gflops - 1));
                     if (r.slice_images > 0)
                         fmt::print(
                             "  searched on {} of its {} images (--batch-slice): every figure "

@@ -69,6 +69,8 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["speedup"] = r.base_gflops > 0 ? r.best_gflops / r.base_gflops : 0.0;
     d["best_actions"] = best;
     d["found_by"] = r.found_by;
+    d["best_seed"] = r.best_seed;
+    d["best_seed_gflops"] = r.best_seed_gflops;
     d["greedy_gflops"] = r.greedy.best_gflops;
     d["greedy_actions"] = greedy;
     d["greedy_step_gflops"] = r.greedy.step_gflops;

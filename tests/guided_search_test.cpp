@@ -58,6 +58,10 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         EXPECT_EQ(env.evaluate(r.best), r.best_gflops);
         EXPECT_GT(r.rollouts, 0);  // it searched beyond the greedy rollout
         EXPECT_FALSE(r.found_by.empty());
+        // The best seed was measured again beside the finalists: the winner is at least as good.
+        EXPECT_EQ(r.best_seed.rfind("tile ", 0), 0u) << r.best_seed;
+        EXPECT_GT(r.best_seed_gflops, 0);
+        EXPECT_GE(r.best_gflops, r.best_seed_gflops);
         // Loosely: the budget starts with the greedy rollout; the step in flight may overrun.
         EXPECT_LT(r.seconds, c.budget_s + 10);
     }
@@ -74,6 +78,7 @@ TEST(GuidedSearch, SeedsADotProductWhenNIsOne) {
     bool k_vectorized = false;
     for (const Loop &l : r.best.tree.nests[0].loops) k_vectorized |= l.var == k && l.vectorize;
     EXPECT_TRUE(k_vectorized) << dump(r.best) << "found by " << r.found_by;
+    EXPECT_EQ(r.best_seed.rfind("dot k", 0), 0u) << r.best_seed;
 }
 
 TEST(GuidedSearch, SeedsConvTilesOnAConv) {
@@ -86,7 +91,7 @@ TEST(GuidedSearch, SeedsConvTilesOnAConv) {
     c.budget_s = 1;
     GuidedResult r = guided_search(shipped_policy(), env, start, c);
     expect_replays_and_verifies(env, start, r);
-    EXPECT_GE(r.max_steps, kConvSteps);
+    EXPECT_GE(r.max_steps, 35 + shipped_policy().info().max_steps);  // a conv tile, an episode
     EXPECT_GE(r.best_gflops, r.greedy.best_gflops);
     EXPECT_GT(r.best_gflops, 3 * r.base_gflops) << dump(r.best) << "found by " << r.found_by;
 }
@@ -143,9 +148,24 @@ TEST(GuidedSearch, GreedyModeIsTheGreedyRolloutAlone) {
 
 TEST(GuidedSearch, TheStepLimitGrowsWithLoopsLongerThan256) {
     const int episode = shipped_policy().info().max_steps;
-    EXPECT_EQ(guided_step_limit(make_matmul(64, 256, 128), episode), episode);
-    EXPECT_EQ(guided_step_limit(make_matmul(1000, 17, 300), episode), episode + 16);
-    EXPECT_EQ(guided_step_limit(make_matmul(1024, 1024, 1024), episode), episode + 24);
+    const ActionSpace space = ActionSpace::preset("full");
+    for (const Computation &c :
+         {make_matmul(64, 256, 128), make_matmul(1000, 17, 300), make_matmul(1024, 1024, 1024),
+          make_conv2d(1, 16, 9, 18, 64, 3, 3)}) {
+        SCOPED_TRACE(c.name);
+        const int limit = guided_step_limit(c, episode);
+        int long_vars = 0;
+        for (const auto &v : c.vars) long_vars += v.extent > 256;
+        EXPECT_GE(limit, episode + 8 * long_vars);  // a cache block per long variable
+        // Every seed fits, with a whole policy episode after it.
+        const std::vector<TuneSeed> seeds = tune_seeds(c, limit, space);
+        EXPECT_EQ(seeds.size(), tune_seeds(c, kSeedSteps, space).size());
+        ASSERT_FALSE(seeds.empty());
+        for (const TuneSeed &s : seeds) EXPECT_LE(int(s.actions.size()) + episode, limit) << s.name;
+    }
+    // On LoopTune's grid (no loop above 256) the 8x32 tile (17 actions with its write nest)
+    // makes the limit 17 + 16.
+    EXPECT_GE(guided_step_limit(make_matmul(64, 256, 128), episode), 17 + episode);
 }
 
 TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {

@@ -145,6 +145,7 @@ class ToolTest(unittest.TestCase):
         r = looptune.tune(bench("mm112_112_128"))
         self.assertGreater(r["gflops"], r["base_gflops"])
         self.assertGreaterEqual(r["gflops"], r["greedy_gflops"])
+        self.assertGreaterEqual(r["gflops"], r["best_seed_gflops"])  # the seeds, measured again
         self.assertTrue(r["program"].startswith("looptool-program"))
         # The best actions replay to a schedule that verifies.
         m = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_actions"]))
