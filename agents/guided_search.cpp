@@ -198,8 +198,6 @@ public:
         size_t best_seed = seed_nodes_.empty() ? 0 : seed_nodes_.front();
         for (size_t i : seed_nodes_)
             if (nodes_[i].gflops > nodes_[best_seed].gflops) best_seed = i;
-        const std::string seed_key =
-            seed_nodes_.empty() ? std::string() : looptool::schedule_key(nodes_[best_seed].program);
         if (!seed_nodes_.empty()) take(best_seed);
         // The greedy rollout's best, found by its schedule (a seed may have reached it first).
         // When the rollout never improved on the start there is nothing to keep it above.
@@ -217,9 +215,20 @@ public:
             n.gflops = env_.measure_again(n.program);
             if (n.gflops > nodes_[win].gflops) win = finals[f];
             if (keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
-            if (keys[f] == seed_key) r.best_seed_gflops = n.gflops;
         }
-        if (!seed_nodes_.empty()) r.best_seed = nodes_[best_seed].origin;
+        // The best seed among those measured again (the best one by the search's figures is):
+        // the full protocol may rank another seed finalist above it.
+        // (A finalist is found by its schedule: another node may have reached a seed's first.)
+        for (size_t i : seed_nodes_) {
+            const auto f =
+                std::find(keys.begin(), keys.end(), looptool::schedule_key(nodes_[i].program));
+            if (f == keys.end()) continue;
+            const double g = nodes_[finals[size_t(f - keys.begin())]].gflops;
+            if (g > r.best_seed_gflops) {
+                r.best_seed_gflops = g;
+                r.best_seed = nodes_[i].origin;
+            }
+        }
         return win;
     }
 

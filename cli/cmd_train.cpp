@@ -32,14 +32,14 @@ static void plot_training(const std::string &metrics_csv, const std::string &png
         {"Training: episode reward", "environment steps", "reward (sum over the episode)"},
         {reward});
     // With seed starts: what the policy adds to tune's seeds (1.0 when it adds nothing).
-    looptune::Series seed_gain{
-        "test split: geomean best of seeds and rollouts from them / best seed", {}, {}};
+    looptune::Series seed_gain{"test split, geomean", {}, {}};
     if (table.has("eval_seed_gain"))
         table.series("env_steps", "eval_seed_gain", &seed_gain.x, &seed_gain.y);
     if (!seed_gain.x.empty())
         looptune::plot_lines(
             png.substr(0, png.size() - 4) + "_seeds.png",
-            {"Training: the policy's gain over tune's seeds", "environment steps", "gain (x)"},
+            {"Training: best of the seeds and the policy's rollouts from them / best seed",
+             "environment steps", "gain (x)"},
             {seed_gain});
 }
 
