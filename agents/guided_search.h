@@ -45,6 +45,8 @@ struct GuidedConfig {
 
 /// Calls of the best kernel so far a new measurement may take during the search.
 inline constexpr double kBoundCalls = 4.5;
+/// The shortest first-call cap the search sets (bounded_options()).
+inline constexpr double kMinFirstCallCapS = 0.001;
 
 /// The search's measurement protocol, from the environment's configured one: one warm-up and
 /// three timed calls at least (as configured when fewer), the same minimum time, and once a
@@ -52,6 +54,8 @@ inline constexpr double kBoundCalls = 4.5;
 /// twice the minimum time plus 5 ms, never above the configured cap). A state as fast as the
 /// best completes its four calls; one up to ~2x slower is measured from the calls that fit;
 /// a slower one is cut at the cap, its GFLOPS then an upper bound below best / kBoundCalls.
+/// And the first call is capped at kBoundCalls of the best's (at least kMinFirstCallCapS):
+/// a state whose one call takes longer cannot win and is cut there, not at the cap's floor.
 /// Slow intermediate states thus cost a few of the best's call times, not up to the cap.
 looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
                                          double best_gflops);

@@ -18,7 +18,11 @@ struct MeasureOptions {
     double min_time_s = 0.05;  ///< total timed seconds, at least
     int max_runs = 100000;     ///< stop here even if min_time_s is not reached
     double time_cap_s = 2.0;   ///< total budget; past it the kernel is cancelled
-    int pin_core = -1;         ///< core to pin to; -1: the core the thread is on now
+    /// The first call may take at most this long (0: no limit): a kernel slower than that is
+    /// cancelled there and the measurement ends, its figure an upper bound (timed_out). A search
+    /// bounds it by a few calls of its best kernel: one call tells that the state cannot win.
+    double first_call_cap_s = 0;
+    int pin_core = -1;  ///< core to pin to; -1: the core the thread is on now
 };
 
 struct Measurement {

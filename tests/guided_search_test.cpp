@@ -179,8 +179,15 @@ TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
     EXPECT_EQ(o.min_runs, 3);
     EXPECT_EQ(o.min_time_s, 0.01);
     EXPECT_EQ(o.time_cap_s, 1.0);
+    EXPECT_EQ(o.first_call_cap_s, 0);           // nor a first-call cap
     o = bounded_options(configured, 2e9, 100);  // the best takes 20 ms a call
     EXPECT_NEAR(o.time_cap_s, kBoundCalls * 0.02, 1e-12);
+    EXPECT_EQ(o.first_call_cap_s, 0);           // one call of 4.5 is the whole cap: nothing to add
+    o = bounded_options(configured, 2e8, 100);  // 2 ms a call: the cap's floor is 25 ms
+    EXPECT_NEAR(o.time_cap_s, 0.025, 1e-12);
+    EXPECT_NEAR(o.first_call_cap_s, kBoundCalls * 0.002, 1e-12);  // one call: 9 ms
+    o = bounded_options(configured, 2e6, 100);  // 20 us a call: a cold first call is not cut
+    EXPECT_EQ(o.first_call_cap_s, kMinFirstCallCapS);
     o = bounded_options(configured, 2e9, 1);  // 2 s a call: never above the configured cap
     EXPECT_EQ(o.time_cap_s, 1.0);
     o = bounded_options(configured, 2e3, 100);  // 20 ns a call: room for the minimum time

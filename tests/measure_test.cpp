@@ -135,6 +135,39 @@ TEST(Measure, UncutMeasuresACallLongerThanTheCapInFull) {
     EXPECT_LT(m.median_s, 0.2);
 }
 
+// A search caps the first call at a few calls of its best kernel: a 20 ms kernel under a 5 ms
+// first-call cap is cut after that call, whatever the total cap; a fast kernel measures in
+// full, past the first-call cap (which applies to the first call only).
+TEST(Measure, TheFirstCallCapCutsASlowKernelAfterOneCall) {
+    Computation c = make_elementwise_add(64, 64);
+    Buffers b = make_buffers(c, 3);
+    MeasureOptions o;
+    o.warmup = 1;
+    o.min_runs = 3;
+    o.time_cap_s = 1.0;
+    o.first_call_cap_s = 0.005;
+    auto t0 = std::chrono::steady_clock::now();
+    Measurement m = measure_kernel(slow_kernel, c, b, o);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_TRUE(m.timed_out);
+    EXPECT_EQ(m.runs, 0);
+    EXPECT_GE(m.median_s, 0.005);     // a lower bound on its time: at least the cap
+    EXPECT_LT(elapsed, 0.015 + 0.5);  // not the 4 calls (80 ms) of the protocol; slack for load
+    o.first_call_cap_s = 0;           // without it, all of them
+    m = measure_kernel(slow_kernel, c, b, o);
+    EXPECT_FALSE(m.timed_out);
+    EXPECT_EQ(m.runs, 3);
+
+    o = {};
+    o.min_time_s = 0.05;  // ten times the first-call cap
+    o.first_call_cap_s = 0.005;
+    m = measure_kernel(add_kernel, c, b, o);
+    EXPECT_FALSE(m.timed_out) << m.runs << " runs, median " << m.median_s;
+    EXPECT_GE(m.runs, o.min_runs);
+    o.first_call_cap_s = -1;
+    EXPECT_THROW(measure_kernel(add_kernel, c, b, o), Error);
+}
+
 TEST(Measure, BadOptionsAreErrors) {
     Computation c = make_elementwise_add(8, 8);
     Buffers b = make_buffers(c, 3);
