@@ -56,7 +56,8 @@ void Environment::reset(const Program &program) {
         buffers_ = {};
         reference_ = {};
         cache_.clear();
-        cut_keys_.clear();
+        // cut_keys_ stay: a search switches between a computation and its packed forms (a seed
+        // with `pack`), and what it measured cut short stays so until reset_measure_options().
         have_reference_ = false;
         buffers_ = make_buffers(c, 1);
     }
@@ -123,11 +124,13 @@ double Environment::measure_again(const Program &p, StepInfo *info) {
 
 void Environment::set_measure_options(const MeasureOptions &m) {
     if (m.warmup < 0 || m.min_runs < 1 || m.max_runs < m.min_runs || !(m.min_time_s >= 0) ||
-        !(m.time_cap_s > 0) || !std::isfinite(m.time_cap_s))
+        !(m.time_cap_s > 0) || !std::isfinite(m.time_cap_s) || !(m.first_call_cap_s >= 0) ||
+        !std::isfinite(m.first_call_cap_s))
         throw Error(fmt::format(
             "bad measurement options: warmup {} (>= 0), min_runs {} (>= 1), max_runs {} "
-            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0, finite)",
-            m.warmup, m.min_runs, m.max_runs, m.min_time_s, m.time_cap_s));
+            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0, finite), "
+            "first_call_cap_s {} (>= 0, finite)",
+            m.warmup, m.min_runs, m.max_runs, m.min_time_s, m.time_cap_s, m.first_call_cap_s));
     measure_ = m;
     custom_measure_ = true;
 }

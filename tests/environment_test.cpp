@@ -134,6 +134,11 @@ TEST(Environment, AQuickerProtocolStaysOutOfTheStoreAndWhatItCutLeavesTheCache) 
         env.evaluate(cut, &info);
         EXPECT_TRUE(info.timed_out);
         EXPECT_TRUE(env.cut_short(cut));
+        // A search that visits another computation (a seed's packed form) and comes back:
+        // what it measured cut short is still known as such.
+        env.reset(matmul(64, 64, 64));
+        env.reset(naive);
+        EXPECT_TRUE(env.cut_short(cut));
         env.set_measure_options(c.measure);  // the configured figures, but set by a search
         info = {};
         env.evaluate(quick, &info);
