@@ -123,14 +123,7 @@ double Environment::measure_again(const Program &p, StepInfo *info) {
 }
 
 void Environment::set_measure_options(const MeasureOptions &m) {
-    if (m.warmup < 0 || m.min_runs < 1 || m.max_runs < m.min_runs || !(m.min_time_s >= 0) ||
-        !(m.time_cap_s > 0) || !std::isfinite(m.time_cap_s) || !(m.first_call_cap_s >= 0) ||
-        !std::isfinite(m.first_call_cap_s))
-        throw Error(fmt::format(
-            "bad measurement options: warmup {} (>= 0), min_runs {} (>= 1), max_runs {} "
-            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0, finite), "
-            "first_call_cap_s {} (>= 0, finite)",
-            m.warmup, m.min_runs, m.max_runs, m.min_time_s, m.time_cap_s, m.first_call_cap_s));
+    check_measure_options(m);
     measure_ = m;
     custom_measure_ = true;
 }

@@ -109,17 +109,18 @@ void summarize(const std::vector<double> &times, double flops, Measurement &m) {
     m.max_gflops = m.min_s > 0 ? flops / m.min_s * 1e-9 : 0.0;
 }
 
-void check_options(const MeasureOptions &o) {
-    if (o.warmup < 0 || o.min_runs < 1 || o.max_runs < o.min_runs || o.min_time_s < 0 ||
-        !(o.time_cap_s > 0) || !(o.first_call_cap_s >= 0))
+}  // namespace
+
+void check_measure_options(const MeasureOptions &o) {
+    if (o.warmup < 0 || o.min_runs < 1 || o.max_runs < o.min_runs || !(o.min_time_s >= 0) ||
+        !(o.time_cap_s > 0) || !std::isfinite(o.time_cap_s) || !(o.first_call_cap_s >= 0) ||
+        !std::isfinite(o.first_call_cap_s))
         throw Error(fmt::format(
             "bad measurement options: warmup {} (>= 0), min_runs {} (>= 1), max_runs {} "
-            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0), first_call_cap_s {} "
-            "(>= 0)",
+            "(>= min_runs), min_time_s {} (>= 0), time_cap_s {} (> 0, finite), "
+            "first_call_cap_s {} (>= 0, finite)",
             o.warmup, o.min_runs, o.max_runs, o.min_time_s, o.time_cap_s, o.first_call_cap_s));
 }
-
-}  // namespace
 
 int pin_to_core(int core) {
     if (core < 0) core = sched_getcpu();
@@ -134,7 +135,7 @@ int pin_to_core(int core) {
 Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
                            const MeasureOptions &o) {
     if (!fn) throw Error("measure_kernel: no kernel");
-    check_options(o);
+    check_measure_options(o);
     if (buffers.data.size() != c.num_buffers())
         throw Error(fmt::format("measure_kernel: {} buffers for {} tensors of {}",
                                 buffers.data.size(), c.num_buffers(), c.name));

@@ -38,6 +38,10 @@ struct Measurement {
     bool timed_out = false;
 };
 
+/// Throws Error naming every field when `o` is not a protocol measure_kernel can follow
+/// (negative counts, a NaN minimum time, a cap that is not positive and finite).
+void check_measure_options(const MeasureOptions &o);
+
 /// Times `fn` on `buffers` (see KernelFn); FLOPs are c.flops() (2*m*n*k for a matmul).
 Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
                            const MeasureOptions &options = {});
