@@ -177,6 +177,27 @@ bool is_identity_cover(const Computation &c, const Access &a) {
     return true;
 }
 
+bool is_exact_cover(const Computation &c, const Access &a) {
+    const Tensor &t = c.tensors[size_t(a.tensor)];
+    std::vector<int> seen;
+    for (size_t d = 0; d < a.index.size(); ++d) {
+        const Affine &f = a.index[d];
+        if (f.offset != 0 || f.terms.empty()) return false;
+        std::vector<Affine::Term> terms = f.terms;
+        std::sort(terms.begin(), terms.end(),
+                  [](const Affine::Term &x, const Affine::Term &y) { return x.coef < y.coef; });
+        int64_t radix = 1;  // the coefficient the next term must have
+        for (const Affine::Term &term : terms) {
+            if (term.coef != radix) return false;
+            if (std::find(seen.begin(), seen.end(), term.var) != seen.end()) return false;
+            seen.push_back(term.var);
+            radix *= c.vars[size_t(term.var)].extent;
+        }
+        if (radix != t.shape[d]) return false;
+    }
+    return true;
+}
+
 double Computation::flops() const {
     double total = 0;
     for (size_t s = 0; s < stmts.size(); ++s) {

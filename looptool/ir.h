@@ -148,6 +148,10 @@ bool reads_tensor(const Statement &s, int t);
 /// True when `a` indexes each dimension of its tensor by a distinct var with coefficient 1 and
 /// no offset, and that var spans the dimension: an injective map onto every element.
 bool is_identity_cover(const Computation &c, const Access &a);
+/// True when `a` reaches every element of its tensor exactly once: each dimension is indexed
+/// by distinct vars in mixed radix, no offset (a var `pack` cut in two: `32*m_o + m_i`, m_i of
+/// extent 32 and the product of the extents the dimension's size). is_identity_cover() implies it.
+bool is_exact_cover(const Computation &c, const Access &a);
 
 /// True when `a` and `b` hold the same tensors (names, kinds, element counts, in order; scratch
 /// tensors aside): the same buffers serve both. A `flatten` keeps it (it only merges tensor

@@ -36,8 +36,7 @@ ElidedProgram elide_copies(const Computation &comp, const LoopTree &tree) {
         const int t = copy.value.access.tensor, out = copy.out.tensor;
         if (t == out || c.tensors[size_t(t)].kind != TensorKind::Temp) continue;
         if (c.tensors[size_t(t)].shape != c.tensors[size_t(out)].shape) continue;
-        if (!(copy.value.access.index == copy.out.index) || !is_identity_cover(c, copy.out))
-            continue;
+        if (!(copy.value.access.index == copy.out.index) || !is_exact_cover(c, copy.out)) continue;
         if (writers(t) != 1 || readers(t) != 1 || writers(out) != 1 || readers(out) != 0) continue;
         int s0 = -1;
         for (int s = 0; s < ns; ++s)

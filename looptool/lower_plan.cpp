@@ -135,7 +135,7 @@ bool zero_start_ok(const Computation &c, const Nest &nest, const TreeContext &tr
     for (int d = 0; d < r; ++d)
         if (std::find(outv.begin(), outv.end(), nest.loops[size_t(d)].var) == outv.end())
             return false;
-    if (!is_identity_cover(c, stmt.out)) return false;
+    if (!is_exact_cover(c, stmt.out)) return false;
     // The only writer, and every reader runs in a later nest (region_start already
     // excluded readers in this nest). Statements dropped by copy elision do not count.
     for (int o : tree.scheduled)

@@ -94,3 +94,32 @@ TEST(Ir, ElementwiseAndAffineFormatting) {
     EXPECT_EQ(c.var_index("q"), -1);
     EXPECT_EQ(c.tensor_index("B"), 1);
 }
+
+// An access reaches every element of its tensor once when each dimension is its own vars in
+// mixed radix: a plain var (an identity cover), or a var `pack` cut in two.
+TEST(Ir, ExactCoversIncludeVarsCutInTwo) {
+    Computation c = make_matmul(64, 128, 32);
+    const Access out = c.stmts[0].out;  // T[m, n]
+    EXPECT_TRUE(is_identity_cover(c, out));
+    EXPECT_TRUE(is_exact_cover(c, out));
+    // n = 32 * n_o + n_i, as pack leaves it (n_o: 4, n_i: 32).
+    c.vars.push_back({"n_o", 4});
+    c.vars.push_back({"n_i", 32});
+    const int no = int(c.vars.size()) - 2, ni = int(c.vars.size()) - 1;
+    Access cut = out;
+    cut.index[1] = Affine{{{no, 32}, {ni, 1}}, 0};
+    EXPECT_FALSE(is_identity_cover(c, cut));
+    EXPECT_TRUE(is_exact_cover(c, cut));
+    Access overlap = cut;  // 16 * n_o + n_i: elements 16..63 twice, 112..127 never
+    overlap.index[1] = Affine{{{no, 16}, {ni, 1}}, 0};
+    EXPECT_FALSE(is_exact_cover(c, overlap));
+    Access shifted = cut;  // one past: the last element out of range, the first never
+    shifted.index[1].offset = 1;
+    EXPECT_FALSE(is_exact_cover(c, shifted));
+    c.vars.push_back({"m2", 2});
+    Access twice = cut;  // [2 * n_i + m2, 32 * n_o + n_i]: n_i in both dimensions
+    twice.index[0] = Affine{{{ni, 2}, {int(c.vars.size()) - 1, 1}}, 0};
+    EXPECT_FALSE(is_exact_cover(c, twice));
+    twice.index[1] = Affine::of_var(c.var_index("n"));  // [2 * n_i + m2, n]: each element once
+    EXPECT_TRUE(is_exact_cover(c, twice));
+}
