@@ -463,11 +463,34 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     const int64_t g = gcd64(gcd64(st.mult[size_t(t.dst)], dst_off), 16);
     const llvm::Align dst_align(uint64_t(std::min<int64_t>(64, 4 * (g & -g))));
     Type *v16 = vec_type(16);
-    std::vector<int> lo, hi;  // interleave the first (lo) or second (hi) halves of two vectors
-    for (int i = 0; i < 8; ++i) {
-        lo.insert(lo.end(), {i, 16 + i});
-        hi.insert(hi.end(), {8 + i, 24 + i});
-    }
+    // The 16x16 transpose in four rounds of shuffles that stay within 128-bit lanes or move
+    // whole lanes (unpcklps/unpckhps, unpcklpd/unpckhpd, then vshuff32x4 twice), which
+    // instruction selection matches at once; a full-width interleave (i, 16 + i) per round
+    // became a vpermt2ps with a constant index each, and took ~6 ms of a 32x8 vm conv tile's
+    // 17 ms compile (jit_latency_bench compile_conv).
+    auto lanes_mask = [](auto pick) {  // pick(lane, k): the source element of lane's k-th
+        std::vector<int> m;
+        for (int lane = 0; lane < 4; ++lane)
+            for (int k = 0; k < 4; ++k) m.push_back(pick(lane, k));
+        return m;
+    };
+    const std::vector<int> unpack_lo32 =
+        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + k / 2; });
+    const std::vector<int> unpack_hi32 =
+        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + 2 + k / 2; });
+    const std::vector<int> unpack_lo64 =
+        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + k % 2; });
+    const std::vector<int> unpack_hi64 =
+        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + 2 + k % 2; });
+    // Whole 128-bit lanes: two of the first vector's, then two of the second's.
+    auto lane_pick = [&](int a0, int a1, int b0, int b1) {
+        return lanes_mask([=](int l, int k) {
+            const int from[4] = {4 * a0, 4 * a1, 16 + 4 * b0, 16 + 4 * b1};
+            return from[l] + k;
+        });
+    };
+    const std::vector<int> lanes_01 = lane_pick(0, 1, 0, 1), lanes_23 = lane_pick(2, 3, 2, 3),
+                           lanes_02 = lane_pick(0, 2, 0, 2), lanes_13 = lane_pick(1, 3, 1, 3);
     // Blocks of 16 rows, then 16 elements of the run: both run-time loops, so the body is one
     // block (unrolling the 2-4 row blocks of a 32- or 64-channel block doubled a conv tile's
     // compile time).
@@ -480,14 +503,34 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
             p = b_.CreateInBoundsGEP(f32_, p, j);
             r[size_t(i)] = b_.CreateAlignedLoad(v16, p, llvm::Align(4));
         }
-        // Four rounds of pairing row i with row i + 8: after them, vector q holds column q.
-        for (int round = 0; round < 4; ++round) {
-            std::vector<Value *> next(16);
-            for (size_t i = 0; i < 8; ++i) {
-                next[2 * i] = b_.CreateShuffleVector(r[i], r[i + 8], lo);
-                next[2 * i + 1] = b_.CreateShuffleVector(r[i], r[i + 8], hi);
+        auto shuffle = [&](Value *a, Value *b, const std::vector<int> &m) {
+            return b_.CreateShuffleVector(a, b, m);
+        };
+        // 1. Rows 2i and 2i + 1 interleaved by 32 bits within each lane.
+        std::vector<Value *> w(16), u(16), x(16);
+        for (size_t i = 0; i < 8; ++i) {
+            w[2 * i] = shuffle(r[2 * i], r[2 * i + 1], unpack_lo32);
+            w[2 * i + 1] = shuffle(r[2 * i], r[2 * i + 1], unpack_hi32);
+        }
+        // 2. By 64 bits: lane l of u[4g + j] holds column 4l + j of rows 4g .. 4g + 3.
+        for (size_t g = 0; g < 4; ++g)
+            for (size_t h = 0; h < 2; ++h) {
+                u[4 * g + 2 * h] = shuffle(w[4 * g + h], w[4 * g + 2 + h], unpack_lo64);
+                u[4 * g + 2 * h + 1] = shuffle(w[4 * g + h], w[4 * g + 2 + h], unpack_hi64);
             }
-            r = std::move(next);
+        // 3-4. A 4x4 transpose of lanes among u[j], u[4 + j], u[8 + j], u[12 + j]: column
+        // 4l + j is lane l of each, in row-group order. After it, vector q holds column q.
+        for (size_t j = 0; j < 4; ++j) {
+            x[4 * j + 0] = shuffle(u[j], u[4 + j], lanes_01);
+            x[4 * j + 1] = shuffle(u[j], u[4 + j], lanes_23);
+            x[4 * j + 2] = shuffle(u[8 + j], u[12 + j], lanes_01);
+            x[4 * j + 3] = shuffle(u[8 + j], u[12 + j], lanes_23);
+        }
+        for (size_t j = 0; j < 4; ++j) {
+            r[0 + j] = shuffle(x[4 * j + 0], x[4 * j + 2], lanes_02);
+            r[4 + j] = shuffle(x[4 * j + 0], x[4 * j + 2], lanes_13);
+            r[8 + j] = shuffle(x[4 * j + 1], x[4 * j + 3], lanes_02);
+            r[12 + j] = shuffle(x[4 * j + 1], x[4 * j + 3], lanes_13);
         }
         Value *col0 = b_.CreateAdd(b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true),
                                    rb, "", true, true);
