@@ -126,12 +126,28 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             tiles = {{8, 32, 0, "mn"}, {4, 64, 0, "mn"}, {8, 16, 0, "nm"}};
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
-        // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304; with
-        // m <= 16 the 4x64 tile with a k block (mm8_4096_4096, mm8_11008_4096).
-        if (k >= 512)
-            for (int kb : {128, 256})
-                tiles.push_back({m <= 16 ? 4 : 8, m <= 16 ? 64 : 32, kb, "kmn"});
+        // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.
+        if (k >= 512 && m > 16)
+            for (int kb : {128, 256}) tiles.push_back({8, 32, kb, "kmn"});
+        // Decode-time shapes (m <= 16): B is streamed once, k blocks of 128 rows; with m = 8 the
+        // 8x32 tile reads each block once (mm8_1024_1024: 185 GFLOPS against 139 with the two
+        // 4-row tiles of 4x64, which read it twice); with m <= 8 blocks of 8 rows, so only 8 rows
+        // of B stream at a time (mm8_4096_4096: 80 GFLOPS against 63 with 128; the m = 1 GEMVs
+        // mm1_4096_4096 and mm1_4096_11008 1.4x faster, at oneDNN's sgemv or above). A block of
+        // 256 rows never won there.
+        if (k >= 512 && m <= 16) {
+            tiles.push_back({m == 8 ? 8 : 4, m == 8 ? 32 : 64, 128, "kmn"});
+            if (m <= 8) tiles.push_back({m == 8 ? 4 : 8, 64, 8, "kmn"});
+        }
         if (m >= 512 && n >= 512 && k >= 512) tiles.push_back({8, 32, 256, "knmN", true, 512});
+        // B's rows 4 KB apart or more (n >= 1024): every row of a tile's k x 64 panel falls in
+        // one L1 set and its own page; packed, the panel is contiguous. The copy costs 1/m of the
+        // multiply, so m >= 32. mm128_4096_1024: 167 GFLOPS against 116 unpacked,
+        // mm128_3072_1024 175 against 127 (`tile --space layout` found these first).
+        if (n >= 1024 && m >= 32) {
+            tiles.push_back({4, 64, 0, "nm", true, 0, true});
+            if (k >= 2048) tiles.push_back({8, 32, 256, "nkm", true, 0, true});
+        }
         for (const TileSchedule &t : tiles) {
             try {
                 candidates.push_back({"tile " + t.name(), tile_actions(c, t)});
