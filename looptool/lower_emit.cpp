@@ -462,12 +462,13 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     // Every store is 16 floats from a multiple of 16 past the static offset.
     const int64_t g = gcd64(gcd64(st.mult[size_t(t.dst)], dst_off), 16);
     const llvm::Align dst_align(uint64_t(std::min<int64_t>(64, 4 * (g & -g))));
-    Type *v16 = vec_type(16);
-    // The 16x16 transpose in four rounds of shuffles that stay within 128-bit lanes or move
-    // whole lanes (unpcklps/unpckhps, unpcklpd/unpckhpd, then vshuff32x4 twice), which
-    // instruction selection matches at once; a full-width interleave (i, 16 + i) per round
-    // became a vpermt2ps with a constant index each, and took ~6 ms of a 32x8 vm conv tile's
-    // 17 ms compile (jit_latency_bench compile_conv).
+    // The 16x16 transpose as 4x4 transposes within 128-bit lanes: each vector is loaded as
+    // four 4-float pieces of rows 4 apart (lane g: row 4g + i), so no shuffle moves data
+    // between lanes. Shuffles that did (four rounds of full-width interleaves, or in-lane
+    // unpacks then two rounds of vshuff32x4) spent most of codegen in instruction selection's
+    // shuffle combining: llc on a 32x8 vm conv tile ran 145 million instructions (callgrind),
+    // 85 without the transpose, 124 with it loaded this way; the kernel runs as fast (the
+    // 512-channel 3x3 layer, whose weight copy weighs most).
     auto lanes_mask = [](auto pick) {  // pick(lane, k): the source element of lane's k-th
         std::vector<int> m;
         for (int lane = 0; lane < 4; ++lane)
@@ -482,55 +483,41 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
         lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + k % 2; });
     const std::vector<int> unpack_hi64 =
         lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + 2 + k % 2; });
-    // Whole 128-bit lanes: two of the first vector's, then two of the second's.
-    auto lane_pick = [&](int a0, int a1, int b0, int b1) {
-        return lanes_mask([=](int l, int k) {
-            const int from[4] = {4 * a0, 4 * a1, 16 + 4 * b0, 16 + 4 * b1};
-            return from[l] + k;
-        });
-    };
-    const std::vector<int> lanes_01 = lane_pick(0, 1, 0, 1), lanes_23 = lane_pick(2, 3, 2, 3),
-                           lanes_02 = lane_pick(0, 2, 0, 2), lanes_13 = lane_pick(1, 3, 1, 3);
+    std::vector<int> concat4, concat8;  // two vectors side by side
+    for (int i = 0; i < 8; ++i) concat4.push_back(i);
+    for (int i = 0; i < 16; ++i) concat8.push_back(i);
+    Type *v4 = vec_type(4);
     // Blocks of 16 rows, then 16 elements of the run: both run-time loops, so the body is one
     // block (unrolling the 2-4 row blocks of a 32- or 64-channel block doubled a conv tile's
     // compile time).
     auto block = [&](Value *rb, Value *j) {
         Value *src_rows = b_.CreateMul(rb, b_.getInt64(uint64_t(t.src_stride)), "", true, true);
-        std::vector<Value *> r(16);
-        for (int64_t i = 0; i < 16; ++i) {
-            Value *p = b_.CreateInBoundsGEP(f32_, src, src_rows);
-            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(i * t.src_stride)));
-            p = b_.CreateInBoundsGEP(f32_, p, j);
-            r[size_t(i)] = b_.CreateAlignedLoad(v16, p, llvm::Align(4));
-        }
         auto shuffle = [&](Value *a, Value *b, const std::vector<int> &m) {
             return b_.CreateShuffleVector(a, b, m);
         };
-        // 1. Rows 2i and 2i + 1 interleaved by 32 bits within each lane.
-        std::vector<Value *> w(16), u(16), x(16);
-        for (size_t i = 0; i < 8; ++i) {
-            w[2 * i] = shuffle(r[2 * i], r[2 * i + 1], unpack_lo32);
-            w[2 * i + 1] = shuffle(r[2 * i], r[2 * i + 1], unpack_hi32);
-        }
-        // 2. By 64 bits: lane l of u[4g + j] holds column 4l + j of rows 4g .. 4g + 3.
-        for (size_t g = 0; g < 4; ++g)
-            for (size_t h = 0; h < 2; ++h) {
-                u[4 * g + 2 * h] = shuffle(w[4 * g + h], w[4 * g + 2 + h], unpack_lo64);
-                u[4 * g + 2 * h + 1] = shuffle(w[4 * g + h], w[4 * g + 2 + h], unpack_hi64);
-            }
-        // 3-4. A 4x4 transpose of lanes among u[j], u[4 + j], u[8 + j], u[12 + j]: column
-        // 4l + j is lane l of each, in row-group order. After it, vector q holds column q.
-        for (size_t j = 0; j < 4; ++j) {
-            x[4 * j + 0] = shuffle(u[j], u[4 + j], lanes_01);
-            x[4 * j + 1] = shuffle(u[j], u[4 + j], lanes_23);
-            x[4 * j + 2] = shuffle(u[8 + j], u[12 + j], lanes_01);
-            x[4 * j + 3] = shuffle(u[8 + j], u[12 + j], lanes_23);
-        }
-        for (size_t j = 0; j < 4; ++j) {
-            r[0 + j] = shuffle(x[4 * j + 0], x[4 * j + 2], lanes_02);
-            r[4 + j] = shuffle(x[4 * j + 0], x[4 * j + 2], lanes_13);
-            r[8 + j] = shuffle(x[4 * j + 1], x[4 * j + 3], lanes_02);
-            r[12 + j] = shuffle(x[4 * j + 1], x[4 * j + 3], lanes_13);
+        // Columns 4c .. 4c + 3 of row `row`.
+        auto piece = [&](int64_t row, int64_t c) {
+            Value *p = b_.CreateInBoundsGEP(f32_, src, src_rows);
+            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(row * t.src_stride + 4 * c)));
+            p = b_.CreateInBoundsGEP(f32_, p, j);
+            return b_.CreateAlignedLoad(v4, p, llvm::Align(4));
+        };
+        std::vector<Value *> r(16);
+        for (int64_t c = 0; c < 4; ++c) {
+            // q[i], lane g: columns 4c .. 4c + 3 of row 4g + i.
+            Value *q[4];
+            for (int64_t i = 0; i < 4; ++i)
+                q[i] = shuffle(shuffle(piece(i, c), piece(4 + i, c), concat4),
+                               shuffle(piece(8 + i, c), piece(12 + i, c), concat4), concat8);
+            // A 4x4 transpose in every lane: lane g of column 4c + k is rows 4g .. 4g + 3.
+            Value *lo01 = shuffle(q[0], q[1], unpack_lo32),
+                  *hi01 = shuffle(q[0], q[1], unpack_hi32);
+            Value *lo23 = shuffle(q[2], q[3], unpack_lo32),
+                  *hi23 = shuffle(q[2], q[3], unpack_hi32);
+            r[size_t(4 * c + 0)] = shuffle(lo01, lo23, unpack_lo64);
+            r[size_t(4 * c + 1)] = shuffle(lo01, lo23, unpack_hi64);
+            r[size_t(4 * c + 2)] = shuffle(hi01, hi23, unpack_lo64);
+            r[size_t(4 * c + 3)] = shuffle(hi01, hi23, unpack_hi64);
         }
         Value *col0 = b_.CreateAdd(b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true),
                                    rb, "", true, true);

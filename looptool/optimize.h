@@ -12,8 +12,11 @@ class TargetMachine;
 
 namespace looptool::detail {
 
-/// LLVM's native target, asm printer and parser, initialised once per process (thread-safe).
+/// LLVM's native target, asm printer and parser, initialised once per process (thread-safe);
+/// also turns codegen's loop strength reduction off (optimize.cpp says why).
 void initialize_native_target();
+/// Whether codegen runs without loop strength reduction (LLVM's `disable-lsr` option is set).
+bool strength_reduction_disabled();
 
 /// The pipeline in LLVM's textual new-PM syntax: $LOOPTOOL_PASSES when set (or "O2"/"O3"),
 /// else the default (optimize.cpp says why it is this one).
