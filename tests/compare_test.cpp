@@ -103,8 +103,10 @@ TEST(Compare, AKernelSlowerThanTheJudgesCapIsMeasuredInFull) {
     const auto full = run_compare(c);
     ASSERT_EQ(full.size(), 1u);
     ASSERT_FALSE(full[0].failed()) << full[0].error;
-    EXPECT_LT(rows[0].gflops, 1.5 * full[0].gflops);  // a cut call claims ~20x
-    EXPECT_GT(rows[0].gflops, full[0].gflops / 1.5);
+    // A cut call claims ~20x; two measurements of one kernel differ by up to 1.5x when the
+    // other core runs tests too (17.3 against 25.9 GFLOPS once in `ctest -j2`).
+    EXPECT_LT(rows[0].gflops, 3 * full[0].gflops);
+    EXPECT_GT(rows[0].gflops, full[0].gflops / 3);
 }
 
 TEST(Compare, ResumesWithoutRecomputing) {
