@@ -469,7 +469,7 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     // shuffle combining: llc on a 32x8 vm conv tile ran 145 million instructions (callgrind),
     // 85 without the transpose, 124 with it loaded this way; the kernel runs as fast (the
     // 512-channel 3x3 layer, whose weight copy weighs most).
-    auto lanes_mask = [](auto pick) {  // pick(lane, k): the source element of lane's k-th
+    auto lanes_mask = [](auto pick) {  // pick(lane, k): the source of the lane's k-th element
         std::vector<int> m;
         for (int lane = 0; lane < 4; ++lane)
             for (int k = 0; k < 4; ++k) m.push_back(pick(lane, k));
