@@ -164,17 +164,10 @@ bool reads_tensor(const Statement &s, int t) {
 }
 
 bool is_identity_cover(const Computation &c, const Access &a) {
-    const Tensor &t = c.tensors[size_t(a.tensor)];
-    std::vector<int> seen;
-    for (size_t d = 0; d < a.index.size(); ++d) {
-        const Affine &f = a.index[d];
-        if (f.terms.size() != 1 || f.terms[0].coef != 1 || f.offset != 0) return false;
-        int v = f.terms[0].var;
-        if (std::find(seen.begin(), seen.end(), v) != seen.end()) return false;
-        if (c.vars[size_t(v)].extent != t.shape[d]) return false;
-        seen.push_back(v);
-    }
-    return true;
+    // An exact cover whose every dimension is one var.
+    for (const Affine &f : a.index)
+        if (f.terms.size() != 1) return false;
+    return is_exact_cover(c, a);
 }
 
 bool is_exact_cover(const Computation &c, const Access &a) {

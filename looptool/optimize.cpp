@@ -32,6 +32,15 @@ constexpr const char *kDefaultPipeline =
     "loop-mssa(licm))";
 }  // namespace
 
+namespace {
+/// LLVM's `disable-lsr` codegen option, or null if this LLVM has none.
+llvm::cl::opt<bool> *disable_lsr_option() {
+    auto &options = llvm::cl::getRegisteredOptions();
+    const auto it = options.find("disable-lsr");
+    return it == options.end() ? nullptr : static_cast<llvm::cl::opt<bool> *>(it->second);
+}
+}  // namespace
+
 void initialize_native_target() {
     static const bool initialised = [] {
         llvm::InitializeNativeTarget();
@@ -43,9 +52,7 @@ void initialize_native_target() {
         // on a 32x8 vm conv tile (callgrind: 123.5 -> 105.5 million), and no kernel ran slower
         // without it (conv tiles, packed and blocked matmul tiles, naive nests; three
         // alternating runs each).
-        auto &options = llvm::cl::getRegisteredOptions();
-        if (auto it = options.find("disable-lsr"); it != options.end())
-            static_cast<llvm::cl::opt<bool> *>(it->second)->setValue(true);
+        if (llvm::cl::opt<bool> *o = disable_lsr_option()) o->setValue(true);
         return true;
     }();
     (void)initialised;
@@ -53,9 +60,8 @@ void initialize_native_target() {
 
 bool strength_reduction_disabled() {
     initialize_native_target();
-    auto &options = llvm::cl::getRegisteredOptions();
-    const auto it = options.find("disable-lsr");
-    return it != options.end() && static_cast<llvm::cl::opt<bool> *>(it->second)->getValue();
+    const llvm::cl::opt<bool> *o = disable_lsr_option();
+    return o && o->getValue();
 }
 
 std::string ir_pipeline() {
