@@ -382,7 +382,8 @@ public:
         throw looptool::Error("guided search: no state applies to the whole computation");
     }
 
-    /// The search from `start`; with `whole`, `start` is a slice of it (conv_batch_slice()) and
+    /// The search from `start`; with `whole`, `start` is a part of it (conv_batch_slice(),
+    /// conv_row_band()) and
     /// the result is the best state's actions applied to `whole`.
     GuidedResult run(const Program &start, const Program *whole = nullptr) {
         GuidedResult r;
@@ -496,17 +497,33 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     if (config.batch_slice < 0 || config.batch_slice == 1)
         throw looptool::Error(fmt::format(
             "the batch slice must be 0 (none) or at least 2 images (got {})", config.batch_slice));
-    if (config.batch_slice > 0 && naive_start)
-        if (auto slice = conv_batch_slice(*start.comp, config.batch_slice)) {
-            const auto sc = std::make_shared<const looptool::Computation>(std::move(*slice));
-            GuidedResult r = Search(policy, env, config, limit(*sc), sc->flops())
-                                 .run(Program::naive(sc), &start);
+    if (!(config.band_gflops >= 0) || !std::isfinite(config.band_gflops))
+        throw looptool::Error(fmt::format(
+            "the band's GFLOPs must be 0 (no band) or positive (got {})", config.band_gflops));
+    // The computation searched: the whole one, or a conv's slice of images and band of rows.
+    const auto slice = config.batch_slice > 0 && naive_start
+                           ? conv_batch_slice(*start.comp, config.batch_slice)
+                           : std::nullopt;
+    const int64_t rows =
+        config.band_gflops > 0 && naive_start
+            ? conv_band_rows(slice ? *slice : *start.comp, config.band_gflops * 1e9)
+            : 0;
+    const auto part = rows > 0 ? conv_row_band(slice ? *slice : *start.comp, rows) : slice;
+    if (part) {
+        const auto sc = std::make_shared<const looptool::Computation>(*part);
+        GuidedResult r =
+            Search(policy, env, config, limit(*sc), sc->flops()).run(Program::naive(sc), &start);
+        const ConvShape whole = *conv_shape(*start.comp);
+        if (slice) {
             r.slice_images = config.batch_slice;
-            for (size_t v = 0; v < sc->vars.size(); ++v)  // the batch variable's
-                if (sc->vars[v].extent != start.comp->vars[v].extent)
-                    r.batch = start.comp->vars[v].extent;
-            return r;
+            r.batch = whole.batch;
         }
+        if (rows > 0) {
+            r.band_rows = rows;
+            r.rows = whole.ho;
+        }
+        return r;
+    }
     return Search(policy, env, config, limit(*start.comp), start.comp->flops()).run(start);
 }
 

@@ -41,6 +41,11 @@ struct GuidedConfig {
     /// a budget was cut short, so the choice was blind (0.40-0.55x oneDNN, docs/performance.md
     /// (p)); two images take 1/16-1/32 of that.
     int64_t batch_slice = 2;
+    /// And a conv2d (or its batch slice) is searched on a band of its output rows
+    /// (conv_band_rows(), conv_row_band(), tile_schedules.h) when a band with at least this
+    /// many GFLOPs is at most half its rows; 0: on every row. Two images of LoopTune's 256x256
+    /// convs still take 20-130 ms a call.
+    double band_gflops = 0.1;
 };
 
 /// Calls of the best kernel so far a new measurement may take during the search.
@@ -83,6 +88,9 @@ struct GuidedResult {
     /// figure and `greedy`'s programs the slice's: GFLOPS of the same schedule on fewer images
     /// (the batch's naive nest is never run).
     int64_t slice_images = 0, batch = 0;
+    /// Likewise searched on a band of `band_rows` of its `rows` output rows
+    /// (GuidedConfig::band_gflops; 0: on every row).
+    int64_t band_rows = 0, rows = 0;
 };
 
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8

@@ -231,21 +231,21 @@ std::optional<ConvShape> conv_shape(const looptool::Computation &c) {
     if (!v) return std::nullopt;
     auto e = [&](int var) { return c.vars[size_t(var)].extent; };
     return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0,
-                     e(v->c)};
+                     e(v->c), e(v->n),  e(v->ho)};
 }
 
-std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
-                                                      int64_t images) {
-    const auto v = conv_vars(c);
-    if (images < 1) throw looptool::Error(fmt::format("a slice of {} images", images));
-    const int64_t batch = v ? c.vars[size_t(v->n)].extent : 0;
-    if (!v || batch <= images) return std::nullopt;
-    looptool::Computation one = c;
-    one.name = fmt::format("{} ({} of {} images)", c.name, images, batch);
-    one.vars[size_t(v->n)].extent = images;
+namespace {
+
+// `c` with `var` of extent `extent`, and every tensor dimension indexed by `var` alone of that
+// size.
+looptool::Computation shrunk(const looptool::Computation &c, int var, int64_t extent,
+                             std::string name) {
+    looptool::Computation out = c;
+    out.name = std::move(name);
+    out.vars[size_t(var)].extent = extent;
     auto shrink = [&](const looptool::Access &a) {
         for (size_t d = 0; d < a.index.size(); ++d)
-            if (single_var(a.index[d]) == v->n) one.tensors[size_t(a.tensor)].shape[d] = images;
+            if (single_var(a.index[d]) == var) out.tensors[size_t(a.tensor)].shape[d] = extent;
     };
     for (const looptool::Statement &s : c.stmts) {
         shrink(s.out);
@@ -253,8 +253,38 @@ std::optional<looptool::Computation> conv_batch_slice(const looptool::Computatio
         looptool::collect_reads(s.value, reads);
         for (const looptool::Access *a : reads) shrink(*a);
     }
-    one.validate();  // n indexes each of its tensors' first dimension alone (conv_vars)
-    return one;
+    out.validate();
+    return out;
+}
+
+}  // namespace
+
+std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
+                                                      int64_t images) {
+    const auto v = conv_vars(c);
+    if (images < 1) throw looptool::Error(fmt::format("a slice of {} images", images));
+    const int64_t batch = v ? c.vars[size_t(v->n)].extent : 0;
+    if (!v || batch <= images) return std::nullopt;
+    // n indexes each of its tensors' first dimension alone (conv_vars)
+    return shrunk(c, v->n, images, fmt::format("{} ({} of {} images)", c.name, images, batch));
+}
+
+std::optional<looptool::Computation> conv_row_band(const looptool::Computation &c, int64_t rows) {
+    const auto v = conv_vars(c);
+    if (rows < 1) throw looptool::Error(fmt::format("a band of {} rows", rows));
+    const int64_t ho = v ? c.vars[size_t(v->ho)].extent : 0;
+    if (!v || ho <= rows) return std::nullopt;
+    return shrunk(c, v->ho, rows, fmt::format("{} ({} of {} rows)", c.name, rows, ho));
+}
+
+int64_t conv_band_rows(const looptool::Computation &c, double flops) {
+    const auto v = conv_vars(c);
+    if (!v) return 0;
+    const int64_t ho = c.vars[size_t(v->ho)].extent;
+    const double per_row = c.flops() / double(ho);
+    int64_t rows = 8 + ho % 8;
+    while (double(rows) * per_row < flops && 2 * rows <= ho) rows += 8;
+    return 2 * rows <= ho ? rows : 0;
 }
 
 std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {

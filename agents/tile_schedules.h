@@ -105,6 +105,7 @@ std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64
 /// 1x1 conv the outputs per channel (else 0). nullopt when `c` is not a conv2d.
 struct ConvShape {
     int64_t co = 0, wo = 0, hw = 0, ci = 0;
+    int64_t batch = 0, ho = 0;  ///< images, output rows
 };
 std::optional<ConvShape> conv_shape(const looptool::Computation &c);
 
@@ -119,6 +120,22 @@ std::optional<ConvShape> conv_shape(const looptool::Computation &c);
 /// 1/32 of the batch's (guided_search.h).
 std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
                                                       int64_t images);
+
+/// A conv2d's band of its first `rows` output rows: the same computation with the output-row
+/// variable ho of that extent, and the dimensions it indexes alone (the output's and its
+/// accumulator's rows) of that size; X keeps its shape, so its rows and channel planes stay
+/// as far apart as in the whole conv (the channel blocks of the c16 seed are for those
+/// strides). Named "<name> (<rows> of <Ho> rows)". nullopt when `c` is not a conv2d or ho is
+/// not longer. As with conv_batch_slice(), actions from the band's naive nest apply to the
+/// whole conv's and do the same there while ho's loop runs more than once in both: only
+/// splits of ho whose factor does not divide both extents the same way leave other tails.
+std::optional<looptool::Computation> conv_row_band(const looptool::Computation &c, int64_t rows);
+
+/// The band conv_row_band() takes to search `c` (a conv2d, or its batch slice): the fewest
+/// output rows, at least 16 and equal to ho's extent modulo 16 (splits of ho by up to 16 then
+/// leave the same tail), whose computation has at least `flops`; 0 (no band) when that is more
+/// than half of ho's rows, or `c` is not a conv2d.
+int64_t conv_band_rows(const looptool::Computation &c, double flops);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
 std::string format_actions(const std::vector<looptool::Action> &actions);

@@ -47,6 +47,13 @@ Run add_tune(CLI::App &app) {
                     "are then the slice's)")
         ->capture_default_str()
         ->check(at_least(0));
+    cmd->add_option("--band-gflops", o->guided.band_gflops,
+                    "Search a large conv2d (or its batch slice) on a band of its output rows "
+                    "with at least this many GFLOPs, when that is at most half of them, and "
+                    "apply the result to every row (0: search on every row; the figures are "
+                    "then the band's)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, o->max_memory);
@@ -100,6 +107,8 @@ Run add_tune(CLI::App &app) {
                                        {"max_steps", r.max_steps},
                                        {"slice_images", r.slice_images},
                                        {"batch", r.batch},
+                                       {"band_rows", r.band_rows},
+                                       {"rows", r.rows},
                                        {"rollouts", r.rollouts},
                                        {"schedules", r.schedules},
                                        {"seconds", elapsed},
@@ -131,6 +140,11 @@ Run add_tune(CLI::App &app) {
                             "  searched on {} of its {} images (--batch-slice): every figure "
                             "is theirs; the actions apply to the whole batch\n",
                             r.slice_images, r.batch);
+                    if (r.band_rows > 0)
+                        fmt::print(
+                            "  searched on {} of its {} output rows (--band-gflops): every figure "
+                            "is theirs; the actions apply to every row\n",
+                            r.band_rows, r.rows);
                 }
             } catch (const std::exception &e) {
                 if (o->benches.size() == 1) throw;

@@ -80,6 +80,8 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["seconds"] = r.seconds;
     d["slice_images"] = r.slice_images;
     d["batch"] = r.batch;
+    d["band_rows"] = r.band_rows;
+    d["rows"] = r.rows;
     return d;
 }
 

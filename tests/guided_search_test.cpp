@@ -137,6 +137,55 @@ TEST(GuidedSearch, ABatchSliceIsTheSameConvOnFewerImages) {
     EXPECT_THROW(conv_batch_slice(c, 0), Error);
 }
 
+TEST(GuidedSearch, SearchesATallConvOnABandOfRowsAndAppliesTheResultToEveryRow) {
+    // 6 images of 40 x 18: two images, and of their 38 output rows a band of 14 (8 + 38 % 8).
+    const Program start =
+        Program::naive(std::make_shared<Computation>(make_conv2d(6, 8, 40, 18, 32, 3, 3)));
+    Environment env = policy_env();
+    GuidedConfig c;
+    c.budget_s = 1;
+    c.band_gflops = 1e-4;  // 32 x 8 x 9 x 16 x 2 x 2 = 147 KFLOP a row
+    GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_EQ(r.slice_images, 2);
+    EXPECT_EQ(r.band_rows, 14);
+    EXPECT_EQ(r.rows, 38);
+    EXPECT_EQ(env.program().comp->vars[2].extent, 14);  // the environment measured the band
+    EXPECT_EQ(r.best.comp->vars[2].extent, 38);         // every row's schedule
+    Environment whole = policy_env();
+    whole.reset(start);
+    expect_replays_and_verifies(whole, start, r);
+    EXPECT_GT(r.best_gflops, 3 * r.base_gflops) << dump(r.best) << "found by " << r.found_by;
+    // band_gflops 0: every row.
+    c.band_gflops = 0;
+    r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_EQ(r.band_rows, 0);
+    EXPECT_EQ(r.slice_images, 2);
+}
+
+TEST(GuidedSearch, ARowBandIsTheSameConvOnFewerOutputRows) {
+    const Computation c = make_conv2d(1, 8, 40, 18, 32, 3, 3);  // 38 x 16 outputs
+    const auto band = conv_row_band(c, 14);
+    ASSERT_TRUE(band);
+    EXPECT_EQ(band->name, c.name + " (14 of 38 rows)");
+    EXPECT_DOUBLE_EQ(band->flops(), c.flops() * 14 / 38);
+    for (size_t t = 0; t < c.tensors.size(); ++t) {
+        std::vector<int64_t> want = c.tensors[t].shape;
+        // T and Y's rows are the band's; X keeps its 40 rows (its planes stay as far apart).
+        if (c.tensors[t].name == "T" || c.tensors[t].name == "Y") want[2] = 14;
+        EXPECT_EQ(band->tensors[t].shape, want) << c.tensors[t].name;
+    }
+    EXPECT_FALSE(conv_row_band(c, 38));  // no shorter
+    EXPECT_FALSE(conv_row_band(make_matmul(8, 8, 8), 2));
+    EXPECT_THROW(conv_row_band(c, 0), Error);
+    // The band for a search: 8 + 38 % 8 = 14 rows, more in steps of 8 until it has the
+    // FLOPs asked for, none beyond half the rows.
+    const double row = c.flops() / 38;
+    EXPECT_EQ(conv_band_rows(c, row), 14);
+    EXPECT_EQ(conv_band_rows(c, 15 * row), 0);  // 22 rows: more than half of 38
+    EXPECT_EQ(conv_band_rows(make_conv2d(1, 8, 100, 18, 32, 3, 3), 15 * row), 18);  // 98 rows
+    EXPECT_EQ(conv_band_rows(make_matmul(8, 8, 8), 1), 0);
+}
+
 TEST(GuidedSearch, GreedyModeIsTheGreedyRolloutAlone) {
     Environment env = policy_env();
     const Program start = tests::matmul_program(48, 64, 32);
@@ -213,7 +262,7 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
     for (GuidedConfig c : {GuidedConfig{.budget_s = 0}, GuidedConfig{.budget_s = NAN},
                            GuidedConfig{.budget_s = INFINITY}, GuidedConfig{.branches = 0},
                            GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1},
-                           GuidedConfig{.batch_slice = 1}})
+                           GuidedConfig{.batch_slice = 1}, GuidedConfig{.band_gflops = -1}})
         EXPECT_THROW(guided_search(shipped_policy(), env, start, c), Error);
 }
 
