@@ -132,9 +132,9 @@ std::optional<looptool::Computation> conv_batch_slice(const looptool::Computatio
 std::optional<looptool::Computation> conv_row_band(const looptool::Computation &c, int64_t rows);
 
 /// The band conv_row_band() takes to search `c` (a conv2d, or its batch slice): the fewest
-/// output rows, at least 16 and equal to ho's extent modulo 16 (splits of ho by up to 16 then
-/// leave the same tail), whose computation has at least `flops`; 0 (no band) when that is more
-/// than half of ho's rows, or `c` is not a conv2d.
+/// output rows of the form 8j + (ho mod 8), j >= 1 (splits of ho by 2, 4 and 8 then leave the
+/// same tail in the band as in the whole conv), whose computation has at least `flops`; 0 (no
+/// band) when that is more than half of ho's rows, or `c` is not a conv2d.
 int64_t conv_band_rows(const looptool::Computation &c, double flops);
 
 /// "split_8,down,..." for documentation and `looptool read --actions`.
