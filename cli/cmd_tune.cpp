@@ -53,7 +53,7 @@ Run add_tune(CLI::App &app) {
                     "apply the result to every row (0: search on every row; the figures are "
                     "then the band's)")
         ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, o->max_memory);

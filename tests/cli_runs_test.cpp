@@ -49,6 +49,7 @@ TEST(CliOptions, OutOfRangeValuesAreRefusedWithOneLineNamingTheOption) {
         {"train --dataset ds --out run --lr nan", "--lr"},
         {"train --dataset ds --out run --steps -100", "--steps"},
         {"peak --seconds nan --no-store", "--seconds"},
+        {"tune --bench ds/mm8_8_8 --band-gflops nan", "--band-gflops"},
     };
     for (const auto &c : cases) {
         RunResult r = run_cli(dir, c.args);
