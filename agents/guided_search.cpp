@@ -82,7 +82,7 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 /// split by 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS
 /// against the naive nest's 1.8).
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
-                                 const looptool::ActionSpace &space) {
+                                 const looptool::ActionSpace &space, bool row_band) {
     // A conv2d: the conv family's members that win most often on real layers (section m of
     // docs/performance.md): row tiles along wo, the channel-vectorized tiles with W packed for
     // narrow images, and the flat tile for 1x1 convs.
@@ -100,6 +100,16 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         if (cs->ci >= 64 && cs->ci % 16 == 0 && cs->wo >= 32)
             tiles.push_back({32, 8, "mh", false, true, true, 1, 16});
         if (cs->hw > 0) tiles.push_back({8, 32, "mh", true});
+        // On a band of rows (a large image), no tile that sweeps every row once per block of
+        // output channels, more than twice: the band's input stays in L2 (or L3) from one block
+        // to the next, the whole image's does not. On a Zen 4 core the 8x32 mh tile ran
+        // 94-104 GFLOPS on 14-row bands of LoopTune's 256x256 convs and `tune` took it, then
+        // 30-38 on every row, where the 4x64 hm tile (each row's input kept across the blocks)
+        // ran 103-105 (conv32_32_256_256__64_32_3_3, 2-16 images; docs/performance.md, (t)).
+        if (row_band)
+            std::erase_if(tiles, [&](const ConvTileSchedule &t) {
+                return t.outer == "mh" && !t.flat && cs->co > 2 * int64_t(t.tm);
+            });
         std::vector<Seed> candidates;
         for (const ConvTileSchedule &t : tiles) try {
                 candidates.push_back({"tile " + t.name(), conv_tile_actions(c, t)});
@@ -383,17 +393,18 @@ public:
     }
 
     /// The search from `start`; with `whole`, `start` is a part of it (conv_batch_slice(),
-    /// conv_row_band()) and
-    /// the result is the best state's actions applied to `whole`.
-    GuidedResult run(const Program &start, const Program *whole = nullptr) {
+    /// conv_row_band()) and the result is the best state's actions applied to `whole`;
+    /// `row_band`: `start` is a band of rows (tune_seeds()' row_band).
+    GuidedResult run(const Program &start, const Program *whole = nullptr, bool row_band = false) {
         GuidedResult r;
         const auto counters0 = env_.counters();
         r.max_steps = limit_;
         const bool naive_start =
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
-        const std::vector<Seed> seeds = !config_.greedy && config_.tile_seeds && naive_start
-                                            ? tune_seeds(*start.comp, limit_, env_.action_space())
-                                            : std::vector<Seed>{};
+        const std::vector<Seed> seeds =
+            !config_.greedy && config_.tile_seeds && naive_start
+                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band)
+                : std::vector<Seed>{};
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
         // the budget measuring slow states (mm1000_17_300: 0.72 s for 9 schedules; 128x768x768:
@@ -511,8 +522,8 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     const auto part = rows > 0 ? conv_row_band(slice ? *slice : *start.comp, rows) : slice;
     if (part) {
         const auto sc = std::make_shared<const looptool::Computation>(*part);
-        GuidedResult r =
-            Search(policy, env, config, limit(*sc), sc->flops()).run(Program::naive(sc), &start);
+        GuidedResult r = Search(policy, env, config, limit(*sc), sc->flops())
+                             .run(Program::naive(sc), &start, rows > 0);
         const ConvShape whole = *conv_shape(*start.comp);
         if (slice) {
             r.slice_images = config.batch_slice;

@@ -113,9 +113,11 @@ struct TuneSeed {
 };
 /// The seeds guided_search() measures first on `c`'s naive nest: those that apply within `limit`
 /// actions, with actions of `space` (and the layout actions `flatten` and `pack`, outside it).
-/// Training starts episodes from them too (TrainConfig::seed_starts).
+/// Training starts episodes from them too (TrainConfig::seed_starts). With `row_band` (`c` is
+/// a band of a conv's output rows, conv_row_band()), no conv tile that sweeps every row more
+/// than twice, once per block of output channels: a band cannot show what that costs.
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
-                                 const looptool::ActionSpace &space);
+                                 const looptool::ActionSpace &space, bool row_band = false);
 
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.

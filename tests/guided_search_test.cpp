@@ -220,6 +220,29 @@ TEST(GuidedSearch, TheStepLimitGrowsWithLoopsLongerThan256) {
     EXPECT_GE(guided_step_limit(make_matmul(64, 256, 128), episode), 17 + episode);
 }
 
+TEST(GuidedSearch, OnARowBandNoSeedSweepsEveryRowOncePerSmallBlockOfOutputChannels) {
+    const ActionSpace space = ActionSpace::preset("full");
+    auto has = [&](const Computation &c, bool row_band, const std::string &name) {
+        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space, row_band))
+            if (s.name == name) return true;
+        return false;
+    };
+    // 64 output channels: the 8x32 mh tile sweeps the rows 8 times, 32x8 vm twice, 64x4 once.
+    const Computation c64 = make_conv2d(2, 16, 40, 40, 64, 3, 3);
+    EXPECT_TRUE(has(c64, false, "tile conv 8x32 mh"));
+    EXPECT_FALSE(has(c64, true, "tile conv 8x32 mh"));
+    for (const char *kept : {"tile conv 4x64 hm", "tile conv 16x16 hm", "tile conv 32x8 vm pack",
+                             "tile conv 64x4 vm pack"}) {
+        EXPECT_TRUE(has(c64, false, kept)) << kept;
+        EXPECT_TRUE(has(c64, true, kept)) << kept;
+    }
+    // 128 output channels: 32x8 vm sweeps them 4 times.
+    const Computation c128 = make_conv2d(2, 16, 40, 40, 128, 3, 3);
+    EXPECT_TRUE(has(c128, false, "tile conv 32x8 vm pack"));
+    EXPECT_FALSE(has(c128, true, "tile conv 32x8 vm pack"));
+    EXPECT_TRUE(has(c128, true, "tile conv 64x4 vm pack"));
+}
+
 TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
     const MeasureOptions configured{
         .warmup = 2, .min_runs = 5, .min_time_s = 0.01, .max_runs = 1000, .time_cap_s = 1.0};
