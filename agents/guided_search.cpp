@@ -108,7 +108,7 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // ran 103-105 (conv32_32_256_256__64_32_3_3, 2-16 images; docs/performance.md, (t)).
         if (row_band)
             std::erase_if(tiles, [&](const ConvTileSchedule &t) {
-                return t.outer == "mh" && !t.flat && cs->co > 2 * int64_t(t.tm);
+                return t.outer == "mh" && cs->co > 2 * int64_t(t.tm);
             });
         std::vector<Seed> candidates;
         for (const ConvTileSchedule &t : tiles) try {
