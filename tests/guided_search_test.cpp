@@ -63,8 +63,9 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         EXPECT_GT(r.best_seed_gflops, 0);
         EXPECT_GE(r.best_gflops, r.best_seed_gflops);
         // When a seed wins, it is the best seed (the full protocol ranks the seeds again).
-        if (r.found_by.starts_with("tile ") && !r.found_by.ends_with(" + policy"))
+        if (r.found_by.starts_with("tile ") && !r.found_by.ends_with(" + policy")) {
             EXPECT_EQ(r.best_seed_gflops, r.best_gflops) << r.found_by << " / " << r.best_seed;
+        }
         // Loosely: the budget starts with the greedy rollout; the step in flight may overrun.
         EXPECT_LT(r.seconds, c.budget_s + 10);
     }
