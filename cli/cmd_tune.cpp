@@ -50,8 +50,8 @@ Run add_tune(CLI::App &app) {
     cmd->add_option("--band-gflops", o->guided.band_gflops,
                     "Search a large conv2d (or its batch slice) on a band of its output rows "
                     "with at least this many GFLOPs, when that is at most half of them, and "
-                    "apply the result to every row (0: search on every row; the figures are "
-                    "then the band's)")
+                    "apply the result to every row (the figures reported are then the "
+                    "band's; 0: search on every row)")
         ->capture_default_str()
         ->check(non_negative());
     cmd->add_flag("--verify", o->verify,
