@@ -5,7 +5,10 @@
 //   measured_action/...: one environment-style step on a cache miss: apply an action, compile
 //     the new schedule, measure it with the environment's short protocol;
 //   compile_conv/<seed>: each of `tune`'s conv seeds (its conv tiles) on ResNet's 64-channel 3x3
-//     layer over 56x56 (datasets/conv_layers), the schedules issue 15's <= 10 ms is about.
+//     layer over 56x56 (datasets/conv_layers), the schedules issue 15's <= 10 ms is about;
+//     one Jit for all, as in a tuning process;
+//   compile_conv_first_in_jit/<seed>: the packed seeds compiled by a fresh Jit each time, which
+//     also compiles the runtime (lower_runtime.h: the weight transpose), once per Jit.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -122,7 +125,7 @@ ComputationPtr fresh_conv() {
         1, 64, 58, 58, 64, 3, 3, fmt::format("conv1_64_58_58__64_64_3_3_u{}", counter++)));
 }
 
-void BM_CompileConv(benchmark::State &state, size_t seed) {
+void BM_CompileConv(benchmark::State &state, size_t seed, bool fresh_jit) {
     pin_to_core();
     static std::set<size_t> verified_seeds;  // once per seed, not per repetition
     for (auto _ : state) {
@@ -131,8 +134,9 @@ void BM_CompileConv(benchmark::State &state, size_t seed) {
             looptune::tune_seeds(*c, looptune::kSeedSteps, ActionSpace::preset("layout"));
         Program p = Program::naive(c);
         for (Action a : seeds.at(seed).actions) p = apply(p, a);
+        std::unique_ptr<Jit> own = fresh_jit ? Jit::create() : nullptr;
         auto t0 = Clock::now();
-        Kernel k = jit().compile(p);
+        Kernel k = (own ? *own : jit()).compile(p);
         state.SetIterationTime(seconds_since(t0));
         if (verified_seeds.insert(seed).second) verify_or_skip(state, p, k.fn);
     }
@@ -174,13 +178,18 @@ int main(int argc, char **argv) {
     const ComputationPtr c = fresh_conv();
     const auto seeds =
         looptune::tune_seeds(*c, looptune::kSeedSteps, ActionSpace::preset("layout"));
-    for (size_t i = 0; i < seeds.size(); ++i)
-        benchmark::RegisterBenchmark(("compile_conv/" + seeds[i].name).c_str(), BM_CompileConv, i)
-            ->Unit(benchmark::kMillisecond)
-            ->Iterations(1)
-            ->Repetitions(15)
-            ->UseManualTime()
-            ->ReportAggregatesOnly(true);
+    for (bool fresh_jit : {false, true})
+        for (size_t i = 0; i < seeds.size(); ++i) {
+            if (fresh_jit && seeds[i].name.find("pack") == std::string::npos) continue;
+            const std::string name =
+                (fresh_jit ? "compile_conv_first_in_jit/" : "compile_conv/") + seeds[i].name;
+            benchmark::RegisterBenchmark(name.c_str(), BM_CompileConv, i, fresh_jit)
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(1)
+                ->Repetitions(15)
+                ->UseManualTime()
+                ->ReportAggregatesOnly(true);
+        }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

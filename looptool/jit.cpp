@@ -20,6 +20,7 @@
 
 #include "looptool/error.h"
 #include "looptool/lower_internal.h"
+#include "looptool/lower_runtime.h"
 #include "looptool/optimize.h"
 #include "looptool/text_format.h"
 
@@ -102,6 +103,17 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     impl->tm = check(jtmb.createTargetMachine(), "creating the target machine");
     impl->lljit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
                         "creating LLJIT");
+    // The runtime functions kernels call (lower_runtime.h), compiled on the first lookup of a
+    // kernel that calls one, then shared by every kernel.
+    impl->options.lower.shared_runtime = true;
+    {
+        auto ctx = std::make_unique<llvm::LLVMContext>();
+        auto m = detail::runtime_module(*ctx);
+        m->setDataLayout(impl->lljit->getDataLayout());
+        m->setTargetTriple(impl->lljit->getTargetTriple().str());
+        check(impl->lljit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))),
+              "adding the runtime module");
+    }
     Impl *raw = impl.get();
     impl->lljit->getIRTransformLayer().setTransform(
         [raw](llvm::orc::ThreadSafeModule tsm, const llvm::orc::MaterializationResponsibility &)

@@ -18,6 +18,7 @@
 #include "looptool/lower_fold.h"
 #include "looptool/lower_internal.h"
 #include "looptool/lower_plan.h"
+#include "looptool/lower_runtime.h"
 #include "looptool/text_format.h"
 
 namespace looptool {
@@ -81,6 +82,10 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
 
     emit_wrapper(c, *m, body, fn_name);
     step("wrapper", fn_name);
+
+    if (!options.shared_runtime) define_runtime_functions(*m);
+    step("runtime", options.shared_runtime ? "declared, the JIT's runtime module defines them"
+                                           : "defined in the module");
 
     std::string err;
     llvm::raw_string_ostream os(err);

@@ -36,6 +36,9 @@ struct LowerOptions {
     /// it, unrolling of loops with run-time loops inside is dropped; if still past it, the
     /// nest becomes plain loops with run-time bounds, ignoring its annotations.
     int64_t max_emission_cost = 1024;
+    /// Leave the runtime functions kernels call (lower_runtime.h: the `pack` transpose) declared
+    /// only, for a JIT that defines them once (Jit sets it); otherwise the module defines them.
+    bool shared_runtime = false;
 };
 
 /// What the lowering did, for tests and --verbose.
@@ -46,7 +49,7 @@ struct LoweringSummary {
     int relaxed_nests = 0;            ///< nests over max_emission_cost: copy-only unrolls dropped
     int generic_nests = 0;            ///< nests still over it: plain loops
     int64_t static_statements = 0;    ///< statement copies emitted in total
-    int transposed_copies = 0;        ///< copy loops emitted as 16x16 register transposes
+    int transposed_copies = 0;        ///< copy loops emitted as calls to the 16x16 transpose
     std::vector<int> zeroed_tensors;  ///< tensors memset to zero at kernel entry
 };
 

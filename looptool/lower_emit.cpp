@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "looptool/error.h"
+#include "looptool/lower_runtime.h"
 
 namespace looptool::detail {
 namespace {
@@ -416,8 +417,8 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
 // written is a scalar load and store per element, each load a row further in T: ~2 G
 // elements/s on Zen 5, and on a 512-channel 7x7 layer the copy cost more than the convolution
 // (docs/performance.md, (p)). Below the depth where the remaining loops are a run over
-// contiguous elements of T and then the rows, it is emitted as 16x16 blocks transposed in
-// registers: 16 vector loads, 64 two-source shuffles, 16 vector stores.
+// contiguous elements of T and then the rows, it is a call to the runtime's transpose in
+// 16x16 blocks (lower_runtime.h), which a JIT compiles once for all its kernels.
 std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const State &st) const {
     const std::vector<Loop> &loops = plan_.nest.loops;
     if (plan_.nest.stmts.size() != 1 || loops.size() < d + 2 || plan_.region[0] >= int(d))
@@ -457,83 +458,12 @@ std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const 
 
 void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     ++sum_.transposed_copies;
-    const int64_t src_off = static_offset(t.src, st), dst_off = static_offset(t.dst, st);
-    Value *src = addr(t.src, st, src_off), *dst = addr(t.dst, st, dst_off);
-    // Every store is 16 floats from a multiple of 16 past the static offset.
-    const int64_t g = gcd64(gcd64(st.mult[size_t(t.dst)], dst_off), 16);
-    const llvm::Align dst_align(uint64_t(std::min<int64_t>(64, 4 * (g & -g))));
-    // The 16x16 transpose as 4x4 transposes within 128-bit lanes: each vector is loaded as
-    // four 4-float pieces of rows 4 apart (lane g: row 4g + i), so no shuffle moves data
-    // between lanes. Shuffles that did (four rounds of full-width interleaves, or in-lane
-    // unpacks then two rounds of vshuff32x4) spent most of codegen in instruction selection's
-    // shuffle combining: llc on a 32x8 vm conv tile ran 145 million instructions (callgrind),
-    // 85 without the transpose, 124 with it loaded this way; the kernel runs as fast (the
-    // 512-channel 3x3 layer, whose weight copy weighs most).
-    auto lanes_mask = [](auto pick) {  // pick(lane, k): the source of the lane's k-th element
-        std::vector<int> m;
-        for (int lane = 0; lane < 4; ++lane)
-            for (int k = 0; k < 4; ++k) m.push_back(pick(lane, k));
-        return m;
-    };
-    const std::vector<int> unpack_lo32 =
-        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + k / 2; });
-    const std::vector<int> unpack_hi32 =
-        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + 2 + k / 2; });
-    const std::vector<int> unpack_lo64 =
-        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + k % 2; });
-    const std::vector<int> unpack_hi64 =
-        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + 2 + k % 2; });
-    std::vector<int> concat4, concat8;  // two vectors side by side
-    for (int i = 0; i < 8; ++i) concat4.push_back(i);
-    for (int i = 0; i < 16; ++i) concat8.push_back(i);
-    Type *v4 = vec_type(4);
-    // Blocks of 16 rows, then 16 elements of the run: both run-time loops, so the body is one
-    // block (unrolling the 2-4 row blocks of a 32- or 64-channel block doubled a conv tile's
-    // compile time).
-    auto block = [&](Value *rb, Value *j) {
-        Value *src_rows = b_.CreateMul(rb, b_.getInt64(uint64_t(t.src_stride)), "", true, true);
-        auto shuffle = [&](Value *a, Value *b, const std::vector<int> &m) {
-            return b_.CreateShuffleVector(a, b, m);
-        };
-        // Columns 4c .. 4c + 3 of row `row`.
-        auto piece = [&](int64_t row, int64_t c) {
-            Value *p = b_.CreateInBoundsGEP(f32_, src, src_rows);
-            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(row * t.src_stride + 4 * c)));
-            p = b_.CreateInBoundsGEP(f32_, p, j);
-            return b_.CreateAlignedLoad(v4, p, llvm::Align(4));
-        };
-        std::vector<Value *> r(16);
-        for (int64_t c = 0; c < 4; ++c) {
-            // q[i], lane g: columns 4c .. 4c + 3 of row 4g + i.
-            Value *q[4];
-            for (int64_t i = 0; i < 4; ++i)
-                q[i] = shuffle(shuffle(piece(i, c), piece(4 + i, c), concat4),
-                               shuffle(piece(8 + i, c), piece(12 + i, c), concat4), concat8);
-            // A 4x4 transpose in every lane: lane g of column 4c + k is rows 4g .. 4g + 3.
-            Value *lo01 = shuffle(q[0], q[1], unpack_lo32),
-                  *hi01 = shuffle(q[0], q[1], unpack_hi32);
-            Value *lo23 = shuffle(q[2], q[3], unpack_lo32),
-                  *hi23 = shuffle(q[2], q[3], unpack_hi32);
-            r[size_t(4 * c + 0)] = shuffle(lo01, lo23, unpack_lo64);
-            r[size_t(4 * c + 1)] = shuffle(lo01, lo23, unpack_hi64);
-            r[size_t(4 * c + 2)] = shuffle(hi01, hi23, unpack_lo64);
-            r[size_t(4 * c + 3)] = shuffle(hi01, hi23, unpack_hi64);
-        }
-        Value *col0 = b_.CreateAdd(b_.CreateMul(j, b_.getInt64(uint64_t(t.rows)), "", true, true),
-                                   rb, "", true, true);
-        for (int64_t q = 0; q < 16; ++q) {
-            Value *p = b_.CreateInBoundsGEP(f32_, dst, col0);
-            p = b_.CreateInBoundsGEP(f32_, p, b_.getInt64(uint64_t(q * t.rows)));
-            b_.CreateAlignedStore(r[size_t(q)], p, dst_align);
-        }
-    };
-    emit_do_while({"trows", "tr", "tr.next", "trdone"}, b_.getInt64(16),
-                  b_.getInt64(uint64_t(t.rows)), /*nowrap=*/true, /*poll=*/false, {},
-                  [&](Value *rb) {
-                      emit_do_while({"tloop", "tj", "tj.next", "tdone"}, b_.getInt64(16),
-                                    b_.getInt64(uint64_t(t.run)), /*nowrap=*/true,
-                                    /*poll=*/false, {}, [&](Value *j) { block(rb, j); });
-                  });
+    Value *src = addr(t.src, st, static_offset(t.src, st));
+    Value *dst = addr(t.dst, st, static_offset(t.dst, st));
+    // A call, not the code: a JIT compiles the transpose once (lower_runtime.h).
+    b_.CreateCall(transpose16_function(*b_.GetInsertBlock()->getModule()),
+                  {src, dst, b_.getInt64(uint64_t(t.src_stride)), b_.getInt64(uint64_t(t.rows)),
+                   b_.getInt64(uint64_t(t.run))});
 }
 
 void NestEmitter::emit(size_t d, State st) {

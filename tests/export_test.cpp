@@ -14,8 +14,10 @@
 #include <set>
 #include <sstream>
 
+#include "agents/tile_schedules.h"
 #include "looptool/error.h"
 #include "looptool/interpreter.h"
+#include "looptool/lower.h"
 #include "looptool/text_format.h"
 #include "looptool/verify.h"
 #include "test_util.h"
@@ -143,6 +145,24 @@ TEST(Export, AConvolutionLinkedIntoACProgramMatchesTheReference) {
     ASSERT_TRUE(verify_schedule(p).ok);
     const Comparison r = run_exported_from_c(p, dir);
     EXPECT_TRUE(r.ok) << r.first_mismatch;
+}
+
+// A conv tile with its weights packed calls the register transpose (lower_runtime.h): the
+// exported object carries its own copy, so a C program links it with nothing else.
+TEST(Export, APackedConvolutionCarriesItsTransposeAndMatchesTheReference) {
+    TempDir dir("export_pack");
+    auto conv = std::make_shared<Computation>(make_conv2d(1, 32, 6, 12, 64, 3, 3, "conv_pack"));
+    Program p = Program::naive(conv);
+    for (Action a : looptune::conv_tile_actions(
+             *conv, looptune::ConvTileSchedule{32, 8, "mh", false, true, true}))
+        p = apply(p, a);
+    ASSERT_TRUE(verify_schedule(p).ok);
+    ASSERT_EQ(lower_to_llvm_ir(p).summary.transposed_copies, 1) << dump(p);
+    const Comparison r = run_exported_from_c(p, dir);
+    EXPECT_TRUE(r.ok) << r.first_mismatch;
+    ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "conv_pack.o", dir / "undefined.txt")), 0);
+    EXPECT_EQ(tests::slurp(dir.path / "undefined.txt").find("looptool_transpose16"),
+              std::string::npos);
 }
 
 TEST(Export, TheObjectNeedsNothingBeyondLibcAndLibm) {

@@ -335,6 +335,44 @@ TEST(Pack, AWeightTransposeIsEmittedInRegistersAndMatchesTheReference) {
         }
 }
 
+// The transpose is one function, not code in every kernel: a module lowered on its own
+// defines it (internal, so an exported object stands alone); a JIT's kernels only declare it
+// and one Jit compiles it once for all of them (its runtime module). Two different packed
+// kernels from one Jit both match the reference.
+TEST(Pack, AJitCompilesTheWeightTransposeOnceForAllItsKernels) {
+    auto conv = std::make_shared<Computation>(make_conv2d(1, 32, 6, 12, 64, 3, 3));
+    const Program p =
+        apply_all(Program::naive(conv),
+                  looptune::conv_tile_actions(
+                      *conv, looptune::ConvTileSchedule{32, 8, "mh", false, true, true}));
+    const LoweredIR alone = lower_to_llvm_ir(p);
+    ASSERT_EQ(alone.summary.transposed_copies, 1) << dump(p);
+    EXPECT_NE(alone.ir.find("define internal void @looptool_transpose16"), std::string::npos);
+    LowerOptions shared;
+    shared.shared_runtime = true;
+    const std::string ir = lower_to_llvm_ir(p, "k", shared).ir;
+    EXPECT_NE(ir.find("declare void @looptool_transpose16"), std::string::npos);
+    EXPECT_EQ(ir.find("define internal void @looptool_transpose16"), std::string::npos);
+
+    auto jit = Jit::create();
+    EXPECT_NE(jit->llvm_ir(p).find("declare void @looptool_transpose16"), std::string::npos);
+    auto other = std::make_shared<Computation>(make_conv2d(2, 16, 5, 20, 32, 3, 3));
+    const Program q =
+        apply_all(Program::naive(other),
+                  looptune::conv_tile_actions(
+                      *other, looptune::ConvTileSchedule{16, 8, "mh", false, true, true}));
+    ASSERT_EQ(lower_to_llvm_ir(q).summary.transposed_copies, 1) << dump(q);
+    for (const auto &[prog, c] : {std::pair{p, conv}, std::pair{q, other}}) {
+        Buffers in = make_buffers(*c, 5);
+        const Reference want = compute_reference(*c, in);
+        Buffers got = in;
+        fill_non_inputs(*c, got, std::numeric_limits<float>::quiet_NaN());
+        jit->compile(prog).fn(got.pointers().data(), nullptr);
+        const Comparison r = compare_outputs(*c, want, got, 1.0);
+        EXPECT_TRUE(r.ok) << r.first_mismatch << "\n" << dump(prog, false);
+    }
+}
+
 // A pack that cuts the output's variable in two (the conv's output channels m = 32 * m_o + m_i,
 // a matmul's n = 64 * n_o + n_i) still lets the tile compute straight into the output from
 // zero: the write nest `Y = T` is elided and nothing is zeroed first. Before, the output's cut

@@ -1,0 +1,25 @@
+// Functions kernels call instead of carrying the code themselves: the register transpose of a
+// `pack` copy. A JIT defines them once in a runtime module of its own (every kernel then only
+// declares them: codegen of the 16x16 transpose was a third of a packed conv tile's compile,
+// docs/performance.md (u)); an exported kernel, or any module lowered without a JIT, defines
+// them in itself with internal linkage so that its object file stands alone.
+#pragma once
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Module.h>
+
+namespace looptool::detail {
+
+/// The declaration in m of `void looptool_transpose16(const float *src, float *dst, i64
+/// src_stride, i64 rows, i64 run)`: dst[j * rows + r] = src[r * src_stride + j] for r < rows,
+/// j < run, both multiples of 16, in 16x16 blocks transposed in registers.
+llvm::Function *transpose16_function(llvm::Module &m);
+
+/// Gives every runtime function m declares its body, with internal linkage: m then stands
+/// alone (LowerOptions::shared_runtime false).
+void define_runtime_functions(llvm::Module &m);
+
+/// A module defining every runtime function with external linkage (Jit::create adds it).
+std::unique_ptr<llvm::Module> runtime_module(llvm::LLVMContext &ctx);
+
+}  // namespace looptool::detail
