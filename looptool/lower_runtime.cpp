@@ -48,8 +48,7 @@ void emit_transpose16_body(llvm::Function *fn) {
     llvm::LLVMContext &ctx = fn->getContext();
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", fn));
     auto arg = fn->arg_begin();
-    Value *src = &*arg++, *dst = &*arg++, *src_stride = &*arg++, *rows = &*arg++,
-          *run = &*arg++;
+    Value *src = &*arg++, *dst = &*arg++, *src_stride = &*arg++, *rows = &*arg++, *run = &*arg++;
     llvm::Type *f32 = b.getFloatTy();
     llvm::Type *v4 = llvm::FixedVectorType::get(f32, 4);
     auto lanes_mask = [](auto pick) {  // pick(lane, k): the source of the lane's k-th element
@@ -116,8 +115,8 @@ llvm::Function *transpose16_function(llvm::Module &m) {
     if (llvm::Function *f = m.getFunction(kTranspose16)) return f;
     llvm::LLVMContext &ctx = m.getContext();
     llvm::Type *ptr = llvm::PointerType::getUnqual(ctx), *i64 = llvm::Type::getInt64Ty(ctx);
-    auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64},
-                                         false);
+    auto *type =
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64}, false);
     llvm::Function *f =
         llvm::Function::Create(type, llvm::Function::ExternalLinkage, kTranspose16, m);
     f->addFnAttr(llvm::Attribute::NoUnwind);
