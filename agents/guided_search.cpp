@@ -81,6 +81,11 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 /// other side) nothing in the tile family vectorizes, so the seeds are dot products: n above k, k
 /// split by 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS
 /// against the naive nest's 1.8).
+bool band_hides_row_sweeps(const ConvShape &whole) {
+    // Half the L2 cache (1 MiB on Zen 4 and Zen 5), the rest for the weights and the outputs.
+    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
+}
+
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band) {
     // A conv2d: the conv family's members that win most often on real layers (section m of
@@ -93,6 +98,11 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                                {64, 4, "mh", false, true, true},
                                                {32, 8, "mh", false, true, true}};
         if (cs->wo <= 14) tiles.push_back({32, int(cs->wo), "mh", false, true, true});
+        // Rows of 15-28 columns: 16 channels x the whole row (one vector of weights, up to 28
+        // accumulators). `tile` took it on the real 5x5 layers (conv1_64_31_31__192_64_5_5: 111
+        // GFLOPS, `tune` without it 92; docs/performance.md, (u)).
+        else if (cs->wo <= 28)
+            tiles.push_back({16, int(cs->wo), "mh", false, true, true});
         // Many input channels on a wide image: 16 channels at a time (their weights, 18 KB
         // for 32 output channels, stay in L1 along the row; a 256-column image's channel
         // planes are 256 KB apart, all in one cache set): 108.6 GFLOPS against 92.0 without
@@ -522,9 +532,10 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     const auto part = rows > 0 ? conv_row_band(slice ? *slice : *start.comp, rows) : slice;
     if (part) {
         const auto sc = std::make_shared<const looptool::Computation>(*part);
-        GuidedResult r = Search(policy, env, config, limit(*sc), sc->flops())
-                             .run(Program::naive(sc), &start, rows > 0);
         const ConvShape whole = *conv_shape(*start.comp);
+        GuidedResult r =
+            Search(policy, env, config, limit(*sc), sc->flops())
+                .run(Program::naive(sc), &start, rows > 0 && band_hides_row_sweeps(whole));
         if (slice) {
             r.slice_images = config.batch_slice;
             r.batch = whole.batch;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agents/policy.h"
+#include "agents/tile_schedules.h"
 
 namespace looptune {
 
@@ -116,6 +117,13 @@ struct TuneSeed {
 /// Training starts episodes from them too (TrainConfig::seed_starts). With `row_band` (`c` is
 /// a band of a conv's output rows, conv_row_band()), no conv tile that sweeps every row more
 /// than twice, once per block of output channels: a band cannot show what that costs.
+/// Whether a band of a conv's rows hides what sweeping every row once per block of output
+/// channels costs (tune_seeds()' row_band then leaves those tiles out): where an image's input
+/// (about ci x ho x wo floats) outgrows half the L2 cache. A smaller one stays in L2 from one
+/// block to the next on the whole image as on the band: conv1_64_31_31__192_64_5_5 (246 KB) was
+/// tuned on 11-row bands without its best tile, 16 x 27 vm (92 GFLOPS against 111;
+/// docs/performance.md, (u)).
+bool band_hides_row_sweeps(const ConvShape &whole);
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band = false);
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "agents/tile_schedules.h"
 #include "looptool/error.h"
@@ -322,4 +323,29 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
     EXPECT_NE(csv.find("mm24_40_16,policy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-greedy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-full,"), std::string::npos) << csv;
+}
+
+// A row of 15-28 columns is one channel-vectorized tile (16 output channels, the whole row
+// unrolled: up to 28 accumulators); narrower rows take 32 channels, wider ones neither.
+TEST(GuidedSearch, ARowOfUpTo28ColumnsIsOneChannelVectorizedTile) {
+    const ActionSpace space = ActionSpace::preset("full");
+    auto names = [&](const Computation &c) {
+        std::set<std::string> n;
+        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space)) n.insert(s.name);
+        return n;
+    };
+    const auto w27 = names(make_conv2d(1, 64, 31, 31, 192, 5, 5));
+    EXPECT_TRUE(w27.count("tile conv 16x27 vm pack"));
+    const auto w14 = names(make_conv2d(1, 64, 16, 16, 64, 3, 3));
+    EXPECT_TRUE(w14.count("tile conv 32x14 vm pack"));
+    EXPECT_FALSE(w14.count("tile conv 16x14 vm pack"));
+    for (const std::string &n : names(make_conv2d(1, 64, 58, 58, 64, 3, 3)))
+        EXPECT_EQ(n.find("x56 vm"), std::string::npos) << n;
+}
+
+// Only an image whose input outgrows half the L2 cache makes a band hide the row sweeps.
+TEST(GuidedSearch, ABandHidesRowSweepsOnlyOverImagesLargerThanHalfTheL2) {
+    EXPECT_FALSE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, 31, 31, 192, 5, 5))));
+    EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(2, 32, 258, 258, 64, 3, 3))));
+    EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, 58, 58, 64, 3, 3))));
 }
