@@ -73,6 +73,11 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 
 }  // namespace
 
+bool band_hides_row_sweeps(const ConvShape &whole) {
+    // Half the L2 cache (1 MiB on Zen 4 and Zen 5), the rest for the weights and the outputs.
+    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
+}
+
 /// The starting points worth a measurement each within a budget of a fraction of a second.
 /// For n >= 2, `tile` members: the tile that wins most of LoopTune's grid (8x32; 16x16 when
 /// n < 32, where a 32-wide tile leaves n unsplit: mm1000_17_300 reached 67 GFLOPS with 16x16,
@@ -81,11 +86,6 @@ std::vector<Seed> applicable(const looptool::Computation &c, std::vector<Seed> c
 /// other side) nothing in the tile family vectorizes, so the seeds are dot products: n above k, k
 /// split by 64 (or 16) and its inner part vectorized as partial sums (mm64_1_1216: 46 GFLOPS
 /// against the naive nest's 1.8).
-bool band_hides_row_sweeps(const ConvShape &whole) {
-    // Half the L2 cache (1 MiB on Zen 4 and Zen 5), the rest for the weights and the outputs.
-    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
-}
-
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band) {
     // A conv2d: the conv family's members that win most often on real layers (section m of

@@ -112,11 +112,6 @@ struct TuneSeed {
     std::string name;
     std::vector<looptool::Action> actions;
 };
-/// The seeds guided_search() measures first on `c`'s naive nest: those that apply within `limit`
-/// actions, with actions of `space` (and the layout actions `flatten` and `pack`, outside it).
-/// Training starts episodes from them too (TrainConfig::seed_starts). With `row_band` (`c` is
-/// a band of a conv's output rows, conv_row_band()), no conv tile that sweeps every row more
-/// than twice, once per block of output channels: a band cannot show what that costs.
 /// Whether a band of a conv's rows hides what sweeping every row once per block of output
 /// channels costs (tune_seeds()' row_band then leaves those tiles out): where an image's input
 /// (about ci x ho x wo floats) outgrows half the L2 cache. A smaller one stays in L2 from one
@@ -124,6 +119,11 @@ struct TuneSeed {
 /// tuned on 11-row bands without its best tile, 16 x 27 vm (92 GFLOPS against 111;
 /// docs/performance.md, (u)).
 bool band_hides_row_sweeps(const ConvShape &whole);
+/// The seeds guided_search() measures first on `c`'s naive nest: those that apply within `limit`
+/// actions, with actions of `space` (and the layout actions `flatten` and `pack`, outside it).
+/// Training starts episodes from them too (TrainConfig::seed_starts). With `row_band` (`c` is
+/// a band of a conv's output rows, conv_row_band()), no conv tile that sweeps every row more
+/// than twice, once per block of output channels: a band cannot show what that costs.
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band = false);
 
