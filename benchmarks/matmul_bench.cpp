@@ -3,7 +3,9 @@
 //          -march=native;
 //   best:  the best schedule of a small family reachable with the `full` action space
 //          (tile_schedules.h) vs. oneDNN's sgemm and OpenBLAS sgemm (each on 1 thread,
-//          OpenBLAS with SkylakeX kernels; for M = 1, cblas_sgemv: reference_kernels.h).
+//          OpenBLAS with SkylakeX kernels; for M = 1, cblas_sgemv: reference_kernels.h);
+//   given: (--schedules FILE) every schedule of FILE and oneDNN's sgemm, all in one alternating
+//          round after round, so that near-ties are ranked on the same machine state.
 // Every kernel is checked once against the reference interpreter before it is timed. Ratios
 // come from measurements taken in the same run, alternating the two sides round by round.
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "agents/tile_schedules.h"
 #include "benchmarks/reference_kernels.h"
@@ -177,6 +180,62 @@ void print_table(const std::string &title, const std::string &ours, const std::s
             100 * geomean(o) / peak, with_schedule ? " |" : "");
 }
 
+/// A schedule of a --schedules file.
+struct Given {
+    std::string name;
+    std::vector<Action> actions;
+};
+
+std::vector<Given> read_schedules(const std::string &path) {
+    std::vector<Given> v;
+    std::istringstream in(read_file(path));
+    std::string line;
+    for (int no = 1; std::getline(in, line); ++no) {
+        if (line.find_first_not_of(" \t") == std::string::npos || line[0] == '#') continue;
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos)
+            throw Error(fmt::format("{}:{}: expected `name: action,action,...`", path, no));
+        try {
+            v.push_back({line.substr(0, colon), parse_action_list(line.substr(colon + 1))});
+        } catch (const Error &e) {
+            throw Error(fmt::format("{}:{}: {}", path, no, e.what()));
+        }
+    }
+    if (v.empty()) throw Error(fmt::format("{}: no schedule", path));
+    return v;
+}
+
+/// Every given schedule that applies to `c` and oneDNN, alternating round by round.
+void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit,
+                   const MeasureOptions &o, int rounds, double tolerance, nlohmann::json &out) {
+    std::vector<Side> sides;
+    for (const Given &g : given) {
+        Program p = Program::naive(c.comp);
+        try {
+            for (Action a : g.actions) p = apply(p, a);
+        } catch (const Error &e) {
+            fmt::print("{} {}: does not apply: {}\n", c.shape.name(), g.name, e.what());
+            continue;
+        }
+        sides.push_back({g.name, jit.compile(p).fn});
+        verify(sides.back().fn, c, g.name, tolerance);
+    }
+    sides.push_back({"oneDNN", lb::onednn_kernel});
+    verify(sides.back().fn, c, "oneDNN sgemm", tolerance);
+    std::vector<Side *> ptrs;
+    for (Side &s : sides) ptrs.push_back(&s);
+    side_by_side(ptrs, c, o, rounds);
+    const double dnnl = median(sides.back().gflops);
+    for (const Side &s : sides) {
+        const auto [lo, hi] = std::minmax_element(s.gflops.begin(), s.gflops.end());
+        fmt::print("{} {:<28} {:7.1f} GFLOPS ({:.1f}-{:.1f})  {:.3f}x oneDNN\n", c.shape.name(),
+                   s.name, median(s.gflops), *lo, *hi, median(s.gflops) / dnnl);
+        out["given"].push_back(
+            {{"shape", c.shape.name()}, {"schedule", s.name}, {"gflops", s.gflops}});
+    }
+    std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -184,7 +243,8 @@ int main(int argc, char **argv) {
     std::string suite = "all", shapes = "all", coretype = "SkylakeX";
     lb::SideBySide sides;
     double tolerance = 1;
-    bool list_family = false;
+    bool list_family = false, layout = false;
+    std::string schedules_path;
     app.add_option("--suite", suite, "naive, best or all");
     app.add_option("--shapes", shapes,
                    "test (25 LoopTune test shapes), big (512^3, 1024^3), all, "
@@ -194,9 +254,18 @@ int main(int argc, char **argv) {
                    "Factor on the verification's forward error bound (docs/measurement.md)");
     app.add_option("--openblas-coretype", coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
     app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
+    app.add_flag("--layout", layout,
+                 "The family with the layout actions too (members with B packed)");
+    app.add_option(
+           "--schedules", schedules_path,
+           "Measure these schedules (lines `name: action,action,...`, layout actions "
+           "allowed, # comments) and oneDNN side by side on every shape, instead of a suite")
+        ->check(CLI::ExistingFile);
     CLI11_PARSE(app, argc, argv);
 
     try {
+        const std::vector<Given> given =
+            schedules_path.empty() ? std::vector<Given>{} : read_schedules(schedules_path);
         // First, before anything could load OpenBLAS with the environment's core type.
         lb::load_openblas(coretype);
         lb::load_onednn();
@@ -228,7 +297,7 @@ int main(int argc, char **argv) {
             Case c = make_case(s);
             lb::set_reference_shape({s.m, s.n, s.k});
             if (list_family) {
-                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k)) {
+                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, layout)) {
                     try {
                         fmt::print("{} {}: {}\n", s.name(), t.name(),
                                    looptune::format_actions(looptune::tile_actions(*c.comp, t)));
@@ -236,6 +305,10 @@ int main(int argc, char **argv) {
                         fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
                     }
                 }
+                continue;
+            }
+            if (!given.empty()) {
+                measure_given(given, c, *jit, full, sides.rounds, tolerance, out);
                 continue;
             }
             if (suite == "naive" || suite == "all") {
@@ -260,7 +333,7 @@ int main(int argc, char **argv) {
                 std::vector<Action> best_actions;
                 KernelFn best_fn = nullptr;
                 nlohmann::json tried = nlohmann::json::array();
-                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k)) {
+                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, layout)) {
                     std::vector<Action> actions;
                     try {
                         actions = looptune::tile_actions(*c.comp, t);
