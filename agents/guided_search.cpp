@@ -276,6 +276,7 @@ public:
             if (g > r.best_seed_gflops) {
                 r.best_seed_gflops = g;
                 r.best_seed = nodes_[i].origin;
+                r.best_seed_actions = nodes_[i].path;
             }
         }
         return win;

@@ -88,6 +88,8 @@ Run add_tune(CLI::App &app) {
                 std::vector<std::string> best, rollout;
                 for (Action a : r.actions) best.push_back(action_name(a));
                 for (Action a : g.actions) rollout.push_back(action_name(a));
+                std::vector<std::string> seed;
+                for (Action a : r.best_seed_actions) seed.push_back(action_name(a));
                 if (o->json) {
                     results.push_back({{"benchmark", start.comp->name},
                                        {"policy", path},
@@ -101,6 +103,7 @@ Run add_tune(CLI::App &app) {
                                        {"found_by", r.found_by},
                                        {"best_seed", r.best_seed},
                                        {"best_seed_gflops", r.best_seed_gflops},
+                                       {"best_seed_actions", seed},
                                        {"greedy_gflops", g.best_gflops},
                                        {"greedy_actions", rollout},
                                        {"greedy_step_gflops", g.step_gflops},

@@ -59,8 +59,9 @@ Program schedule_of(const std::string &benchmark, const std::optional<std::strin
 }
 
 py::dict result_dict(const looptune::GuidedResult &r) {
-    std::vector<std::string> best, greedy;
+    std::vector<std::string> best, greedy, seed;
     for (Action a : r.actions) best.push_back(action_name(a));
+    for (Action a : r.best_seed_actions) seed.push_back(action_name(a));
     for (Action a : r.greedy.actions) greedy.push_back(action_name(a));
     py::dict d;
     d["program"] = serialize(r.best);
@@ -71,6 +72,7 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["found_by"] = r.found_by;
     d["best_seed"] = r.best_seed;
     d["best_seed_gflops"] = r.best_seed_gflops;
+    d["best_seed_actions"] = seed;
     d["greedy_gflops"] = r.greedy.best_gflops;
     d["greedy_actions"] = greedy;
     d["greedy_step_gflops"] = r.greedy.step_gflops;

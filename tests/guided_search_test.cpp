@@ -63,6 +63,12 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         EXPECT_EQ(r.best_seed.rfind("tile ", 0), 0u) << r.best_seed;
         EXPECT_GT(r.best_seed_gflops, 0);
         EXPECT_GE(r.best_gflops, r.best_seed_gflops);
+        // Its actions replay from the start to a schedule that computes the same thing.
+        Program seed = start;
+        for (Action a : r.best_seed_actions) seed = apply(seed, a);
+        EXPECT_TRUE(env.verify(seed).ok) << r.best_seed;
+        EXPECT_TRUE(r.found_by != r.best_seed ||
+                    looptool::schedule_key(seed) == looptool::schedule_key(r.best));
         // When a seed wins, it is the best seed (the full protocol ranks the seeds again).
         if (r.found_by.starts_with("tile ") && !r.found_by.ends_with(" + policy")) {
             EXPECT_EQ(r.best_seed_gflops, r.best_gflops) << r.found_by << " / " << r.best_seed;
