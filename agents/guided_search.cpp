@@ -147,8 +147,21 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
         // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.
-        if (k >= 512 && m > 16)
-            for (int kb : {128, 256}) tiles.push_back({8, 32, kb, "kmn"});
+        if (k >= 512 && m > 16) tiles.push_back({8, 32, 128, "kmn"});
+        // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
+        // inside column panels. Every member side by side on 22 of the generator's random
+        // shapes with k = 1077-3476 (a Zen 4 core, two processes, docs/performance.md (v)):
+        // 16x16 mn was the fastest on 10 (where A's rows are not 4 KB-aligned: at k = 3072 it
+        // runs at half speed, 16 rows in one L1 set), 4x64 kb128 nkm never below 0.92x the
+        // fastest. With both, the best seed went from 0.949x to 0.996x the fastest member
+        // (geomean; the worst shape from 0.62x to 0.97x); without 8x32 kb256 kmn too, the same.
+        // (Each seed costs `tune` a compile and a few calls: on those shapes the seeds and the
+        // greedy rollout alone fill the 0.5 s budget.)
+        if (k >= 512 && k < 1024 && m > 16) tiles.push_back({8, 32, 256, "kmn"});
+        if (k >= 1024 && m > 16) {
+            tiles.push_back({16, 16, 0, "mn"});
+            tiles.push_back({4, 64, 128, "nkm"});
+        }
         // Decode-time shapes (m <= 16): B is streamed once, k blocks of 128 rows; with m = 8 the
         // 8x32 tile reads each block once (mm8_1024_1024: 185 GFLOPS against 139 with the two
         // 4-row tiles of 4x64, which read it twice); with m <= 8 blocks of 8 rows, so only 8 rows

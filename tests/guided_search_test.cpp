@@ -355,3 +355,35 @@ TEST(GuidedSearch, ABandHidesRowSweepsOnlyOverImagesLargerThanHalfTheL2) {
     EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(2, 32, 258, 258, 64, 3, 3))));
     EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, 58, 58, 64, 3, 3))));
 }
+
+// From k = 1024 the 16x16 tile and 4x64 with k blocks of 128 inside column panels are seeds
+// (the most often fastest and the most even members on deep random shapes); each computes
+// what the naive nest does, ragged n and m included.
+TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
+    const ActionSpace space = ActionSpace::preset("full");
+    auto names = [&](const Computation &c) {
+        std::set<std::string> n;
+        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space)) n.insert(s.name);
+        return n;
+    };
+    for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
+        EXPECT_TRUE(names(make_matmul(45, 233, 1963)).count(name)) << name;
+        EXPECT_FALSE(names(make_matmul(45, 233, 1000)).count(name)) << name;  // k < 1024
+        EXPECT_FALSE(names(make_matmul(8, 1024, 4096)).count(name)) << name;  // decode: m <= 16
+    }
+    // They replace the 8x32 tile's k blocks of 256 there.
+    EXPECT_FALSE(names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
+    EXPECT_TRUE(names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(19, 70, 1030);
+    env.reset(start);
+    int checked = 0;
+    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, space)) {
+        if (s.name != "tile 16x16 mn" && s.name != "tile 4x64 kb128 nkm") continue;
+        Program p = start;
+        for (Action a : s.actions) p = apply(p, a);
+        EXPECT_TRUE(env.verify(p).ok) << s.name << "\n" << dump(p);
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2);
+}
