@@ -126,20 +126,27 @@ def main():
                     f"{r['policy_gflops'] / r['onednn_gflops']:.2f} |\n")
     print(open(os.path.join(a.out, "gain.md")).read())
 
-    if rows and shutil.which("gnuplot"):
-        dat = os.path.join(a.out, "gain.dat")
-        with open(dat, "w") as f:
-            for j, r in enumerate(sorted(rows, key=lambda r: -r["gain"])):
-                f.write(f"{j} {r['gain']} {r['gain_min']} {r['gain_max']} {r['benchmark']}\n")
-        script = (
-            "set terminal pngcairo size 1100,500\n"
-            f"set output '{os.path.join(a.out, 'gain.png')}'\n"
-            "set title 'policy winner / best seed, side by side (median and range over rounds)'\n"
-            "set ylabel 'policy / seed'\nset xtics rotate by -45 font ',8'\n"
-            "set grid ytics\nset key off\nset arrow from graph 0, first 1 to graph 1, first 1 nohead\n"
-            f"plot '{dat}' using 1:2:3:4:xtic(5) with yerrorbars pt 7\n")
-        subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    plot(rows, a.out)
 
+
+def plot(rows, out):
+    """OUT/gain.png: per shape, the median and range of winner / seed over the rounds."""
+    if not rows or not shutil.which("gnuplot"):
+        return
+    rows = sorted(rows, key=lambda r: -r["gain"])
+    dat = os.path.join(out, "gain.dat")
+    with open(dat, "w") as f:
+        for j, r in enumerate(rows):
+            f.write(f"{j} {r['gain']} {r['gain_min']} {r['gain_max']} {r['benchmark']}\n")
+    script = (
+        "set terminal pngcairo size 1100,520 noenhanced\n"
+        f"set output '{os.path.join(out, 'gain.png')}'\n"
+        "set title 'policy winner / best seed, side by side (median and range over rounds)'\n"
+        f"set ylabel 'policy / seed'\nset xrange [-0.5:{len(rows) - 0.5}]\n"
+        "set xtics rotate by -45 font ',8'\nset bmargin 6\n"
+        "set grid ytics\nset key off\nset arrow from graph 0, first 1 to graph 1, first 1 nohead\n"
+        f"plot '{dat}' using 1:2:3:4:xtic(5) with yerrorbars pt 7\n")
+    subprocess.run(["gnuplot"], input=script, text=True, check=False)
 
 if __name__ == "__main__":
     main()
