@@ -150,6 +150,10 @@ class ToolTest(unittest.TestCase):
         # The best actions replay to a schedule that verifies.
         m = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_actions"]))
         self.assertTrue(m["verified"])
+        # So do the best seed's, a `tile` member.
+        self.assertTrue(r["best_seed"].startswith("tile "), r["best_seed"])
+        s = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_seed_actions"]))
+        self.assertTrue(s["verified"])
         g = looptune.tune(bench("mm112_112_128"), greedy=True)
         self.assertEqual(g["best_actions"], g["greedy_actions"][:len(g["best_actions"])])
         with self.assertRaisesRegex(looptune.Error, "budget"):
