@@ -40,21 +40,35 @@ def main():
     shapes = [s for s in a.shapes.split(",") if s]
     os.makedirs(a.out, exist_ok=True)
 
-    t0, total, done = time.time(), len(shapes) * a.processes, 0
+    def run(cmd):
+        r = subprocess.run(cmd, text=True, capture_output=True)
+        if r.returncode != 0:
+            raise RuntimeError((r.stderr.strip().splitlines() or ["no message"])[-1])
+        return r.stdout
+
+    t0, total, done, failed = time.time(), len(shapes) * a.processes, 0, set()
     for p in range(a.processes):
         for s in shapes:
             js = os.path.join(a.out, f"{s}.{p}.json")
-            if not os.path.exists(js):
-                fam = subprocess.run([bench, "--list-family", "--layout", "--shapes", s],
-                                     check=True, text=True, capture_output=True).stdout
+            if s not in failed and not os.path.exists(js):
+                try:
+                    fam = run([bench, "--list-family", "--layout", "--shapes", s])
+                except RuntimeError as e:  # one shape's failure is reported, not the end
+                    print(f"warning: {s}: {e}; skipped", file=sys.stderr)
+                    failed.add(s)
+                    continue
                 lines = [l[len(s) + 1:] for l in fam.splitlines()
                          if l.startswith(s + " ") and "not reachable" not in l]
                 lst = os.path.join(a.out, f"{s}.schedules")
                 with open(lst, "w") as f:
                     f.write("\n".join(lines) + "\n")
-                subprocess.run(["taskset", "-c", str(a.core), bench, "--schedules", lst,
-                                "--shapes", s, "--rounds", str(a.rounds), "--pin", str(a.core),
-                                "--json", js + ".tmp"], check=True, capture_output=True)
+                try:
+                    run(["taskset", "-c", str(a.core), bench, "--schedules", lst, "--shapes", s,
+                         "--rounds", str(a.rounds), "--pin", str(a.core), "--json", js + ".tmp"])
+                except RuntimeError as e:
+                    print(f"warning: {s}: {e}; skipped", file=sys.stderr)
+                    failed.add(s)
+                    continue
                 os.replace(js + ".tmp", js)
             done += 1
             el = time.time() - t0
@@ -68,6 +82,9 @@ def main():
             out[g["schedule"]] = v[len(v) // 2]
         return out
 
+    shapes = [s for s in shapes if s not in failed]
+    if not shapes:
+        sys.exit("error: no shape was measured")
     rel = {}  # shape -> member -> worst over processes of member / oneDNN
     for s in shapes:
         runs = [medians(os.path.join(a.out, f"{s}.{p}.json")) for p in range(a.processes)]

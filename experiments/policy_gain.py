@@ -25,8 +25,14 @@ import sys
 import time
 
 
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+def run(cmd):
+    """Runs a tool; raises RuntimeError with its last stderr line when it fails."""
+    r = subprocess.run(cmd, text=True, capture_output=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        raise RuntimeError(f"{os.path.basename(cmd[0]) if cmd[0] != 'taskset' else cmd[3]} "
+                           f"exited with {r.returncode}: {last}")
+    return r
 
 
 def main():
@@ -44,6 +50,8 @@ def main():
     for tool in (looptool, bench):
         if not os.access(tool, os.X_OK):
             sys.exit(f"error: {tool}: not built (cmake --build {a.build})")
+    if not os.path.isdir(a.dataset):
+        sys.exit(f"error: {a.dataset}: not a directory")
     files = sorted(
         os.path.join(a.dataset, f) for f in os.listdir(a.dataset)
         if re.fullmatch(r"mm\d+_\d+_\d+", f))
@@ -58,7 +66,10 @@ def main():
         for f in files:
             cmd += ["--bench", f]
         print(f"tune on {len(files)} shapes ...", flush=True)
-        res = run(cmd)
+        try:
+            res = run(cmd)
+        except RuntimeError as e:
+            sys.exit(f"error: tune: {e}")
         with open(tune_json + ".tmp", "w") as f:
             f.write(res.stdout)
         os.replace(tune_json + ".tmp", tune_json)
@@ -66,7 +77,9 @@ def main():
     results = results if isinstance(results, list) else [results]
 
     rows, t0 = [], time.time()
-    changed = [r for r in results if r["best_actions"] != r["best_seed_actions"]]
+    # (A shape without seeds has no demonstration to compare with.)
+    changed = [r for r in results
+               if r["best_seed"] and r["best_actions"] != r["best_seed_actions"]]
     print(f"{len(changed)} of {len(results)} winners are not their best seed", flush=True)
     for i, r in enumerate(changed):
         name = r["benchmark"]
@@ -75,8 +88,12 @@ def main():
             f.write(f"policy: {','.join(r['best_actions'])}\n")
             f.write(f"seed: {','.join(r['best_seed_actions'])}\n")
         js = os.path.join(a.out, f"{name}.json")
-        run([bench, "--schedules", sched, "--shapes", name, "--rounds", str(a.rounds),
-             "--pin", str(a.core), "--json", js])
+        try:
+            run([bench, "--schedules", sched, "--shapes", name, "--rounds", str(a.rounds),
+                 "--pin", str(a.core), "--json", js])
+        except RuntimeError as e:  # one shape's failure is reported, not the end of the run
+            print(f"warning: {name}: {e}; skipped", file=sys.stderr)
+            continue
         got = {g["schedule"]: g["gflops"] for g in json.load(open(js))["given"]}
         if "policy" not in got or "seed" not in got:
             print(f"warning: {name}: a schedule did not apply to matmul_bench's nest; skipped",
