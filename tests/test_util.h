@@ -89,10 +89,10 @@ inline void write(const TempDir &dir, const std::string &name, const std::string
     std::ofstream(dir.path / name, std::ios::binary) << text;
 }
 
-#ifdef LOOPTOOL_CLI
-/// Runs `looptool ARGS` in `dir` with no stdin.
-inline RunResult run_cli(const TempDir &dir, const std::string &args) {
-    const std::string cmd = "cd '" + dir.path.string() + "' && exec '" LOOPTOOL_CLI "' " + args +
+/// Runs `program ARGS` in `dir` with no stdin.
+inline RunResult run_program(const TempDir &dir, const std::string &program,
+                             const std::string &args) {
+    const std::string cmd = "cd '" + dir.path.string() + "' && exec '" + program + "' " + args +
                             " >.stdout 2>.stderr </dev/null";
     int status = std::system(cmd.c_str());
     RunResult r;
@@ -102,6 +102,12 @@ inline RunResult run_cli(const TempDir &dir, const std::string &args) {
     std::filesystem::remove(dir.path / ".stdout");
     std::filesystem::remove(dir.path / ".stderr");
     return r;
+}
+
+#ifdef LOOPTOOL_CLI
+/// Runs `looptool ARGS` in `dir` with no stdin.
+inline RunResult run_cli(const TempDir &dir, const std::string &args) {
+    return run_program(dir, LOOPTOOL_CLI, args);
 }
 #endif
 
