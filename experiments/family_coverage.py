@@ -17,7 +17,7 @@ whose files exist is not measured again.
 """
 import argparse
 import json
-import math
+import statistics
 import os
 import subprocess
 import sys
@@ -90,7 +90,7 @@ def main():
         runs = [medians(os.path.join(a.out, f"{s}.{p}.json")) for p in range(a.processes)]
         members = [m for m in runs[0] if m != "oneDNN" and all(m in r for r in runs)]
         rel[s] = {m: min(r[m] / r["oneDNN"] for r in runs) for m in members}
-    gm = lambda v: math.exp(sum(map(math.log, v)) / len(v))
+    gm = statistics.geometric_mean
     names = sorted({m for r in rel.values() for m in r})
     rank = []
     for m in names:
