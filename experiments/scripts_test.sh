@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
+# shapes, and their errors. Usage: scripts_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$build/cli/looptool" generate --dimA 24:40:16,48 --dimB 48,32 --out "$tmp/data" > /dev/null
+"$py" "$here/policy_gain.py" --dataset "$tmp/data" --out "$tmp/gain" --rounds 2 --core 0 \
+    --build "$build" > "$tmp/gain.log" 2>&1 || fail "policy_gain.py: $(tail -1 "$tmp/gain.log")"
+grep -q "^2 shapes; on [0-2] the winner is the best seed itself" "$tmp/gain/gain.md" ||
+    fail "policy_gain.py: gain.md: $(head -3 "$tmp/gain/gain.md")"
+"$py" - "$tmp/gain/tune.json" <<'PY' || fail "policy_gain.py: tune.json lacks the seeds' actions"
+import json, sys
+rs = json.load(open(sys.argv[1]))
+assert len(rs) == 2 and all(r["best_seed"].startswith("tile ") and r["best_seed_actions"] for r in rs)
+PY
+
+"$py" "$here/family_coverage.py" --shapes mm24_32_48 --out "$tmp/cov" --processes 1 --rounds 1 \
+    --core 0 --build "$build" --seeds "8x32 mn;4x32 mn" > "$tmp/cov.log" 2>&1 ||
+    fail "family_coverage.py: $(tail -1 "$tmp/cov.log")"
+grep -q "^| 8x32 mn | " "$tmp/cov/coverage.md" || fail "family_coverage.py: no 8x32 mn row"
+grep -q "^Seeds \['4x32 mn', '8x32 mn'\]: best seed / best member, geomean" "$tmp/cov/coverage.md" ||
+    fail "family_coverage.py: no seed summary"
+
+# Errors: one line, a non-zero exit, no traceback.
+if "$py" "$here/policy_gain.py" --dataset "$tmp/nowhere" --out "$tmp/x" --build "$build" \
+    > "$tmp/e1" 2>&1; then fail "a missing dataset was accepted"; fi
+grep -q "not a directory" "$tmp/e1" && ! grep -q Traceback "$tmp/e1" || fail "$(cat "$tmp/e1")"
+if "$py" "$here/family_coverage.py" --shapes bogus --out "$tmp/y" --build "$build" \
+    > "$tmp/e2" 2>&1; then fail "a bad shape was accepted"; fi
+grep -q "bogus: error: bad shape" "$tmp/e2" && ! grep -q Traceback "$tmp/e2" || fail "$(cat "$tmp/e2")"
+echo "experiment scripts: ok"
