@@ -40,6 +40,14 @@ void expect_replays_and_verifies(Environment &env, const Program &start, const G
     EXPECT_LE(int(r.actions.size()), r.max_steps);
 }
 
+/// The names of tune's seeds for c (with the `full` space and room for every seed).
+std::set<std::string> seed_names(const Computation &c, bool row_band = false) {
+    std::set<std::string> n;
+    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, ActionSpace::preset("full"), row_band))
+        n.insert(s.name);
+    return n;
+}
+
 }  // namespace
 
 TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
@@ -229,11 +237,8 @@ TEST(GuidedSearch, TheStepLimitGrowsWithLoopsLongerThan256) {
 }
 
 TEST(GuidedSearch, OnARowBandNoSeedSweepsEveryRowOncePerSmallBlockOfOutputChannels) {
-    const ActionSpace space = ActionSpace::preset("full");
-    auto has = [&](const Computation &c, bool row_band, const std::string &name) {
-        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space, row_band))
-            if (s.name == name) return true;
-        return false;
+    auto has = [](const Computation &c, bool row_band, const std::string &name) {
+        return seed_names(c, row_band).count(name) > 0;
     };
     // 64 output channels: the 8x32 mh tile sweeps the rows 8 times, 32x8 vm twice, 64x4 once.
     const Computation c64 = make_conv2d(2, 16, 40, 40, 64, 3, 3);
@@ -334,18 +339,12 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
 // A row of 15-28 columns is one channel-vectorized tile (16 output channels, the whole row
 // unrolled: up to 28 accumulators); narrower rows take 32 channels, wider ones neither.
 TEST(GuidedSearch, ARowOfUpTo28ColumnsIsOneChannelVectorizedTile) {
-    const ActionSpace space = ActionSpace::preset("full");
-    auto names = [&](const Computation &c) {
-        std::set<std::string> n;
-        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space)) n.insert(s.name);
-        return n;
-    };
-    const auto w27 = names(make_conv2d(1, 64, 31, 31, 192, 5, 5));
+    const auto w27 = seed_names(make_conv2d(1, 64, 31, 31, 192, 5, 5));
     EXPECT_TRUE(w27.count("tile conv 16x27 vm pack"));
-    const auto w14 = names(make_conv2d(1, 64, 16, 16, 64, 3, 3));
+    const auto w14 = seed_names(make_conv2d(1, 64, 16, 16, 64, 3, 3));
     EXPECT_TRUE(w14.count("tile conv 32x14 vm pack"));
     EXPECT_FALSE(w14.count("tile conv 16x14 vm pack"));
-    for (const std::string &n : names(make_conv2d(1, 64, 58, 58, 64, 3, 3)))
+    for (const std::string &n : seed_names(make_conv2d(1, 64, 58, 58, 64, 3, 3)))
         EXPECT_EQ(n.find("x56 vm"), std::string::npos) << n;
 }
 
@@ -360,25 +359,20 @@ TEST(GuidedSearch, ABandHidesRowSweepsOnlyOverImagesLargerThanHalfTheL2) {
 // (the most often fastest and the most even members on deep random shapes); each computes
 // what the naive nest does, ragged n and m included.
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
-    const ActionSpace space = ActionSpace::preset("full");
-    auto names = [&](const Computation &c) {
-        std::set<std::string> n;
-        for (const TuneSeed &s : tune_seeds(c, kSeedSteps, space)) n.insert(s.name);
-        return n;
-    };
     for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
-        EXPECT_TRUE(names(make_matmul(45, 233, 1963)).count(name)) << name;
-        EXPECT_FALSE(names(make_matmul(45, 233, 1000)).count(name)) << name;  // k < 1024
-        EXPECT_FALSE(names(make_matmul(8, 1024, 4096)).count(name)) << name;  // decode: m <= 16
+        EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
+        EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count(name)) << name;  // k < 1024
+        EXPECT_FALSE(seed_names(make_matmul(8, 1024, 4096)).count(name))
+            << name;  // decode: m <= 16
     }
     // They replace the 8x32 tile's k blocks of 256 there.
-    EXPECT_FALSE(names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
-    EXPECT_TRUE(names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
+    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
     Environment env = policy_env();
     const Program start = tests::matmul_program(19, 70, 1030);
     env.reset(start);
     int checked = 0;
-    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, space)) {
+    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, ActionSpace::preset("full"))) {
         if (s.name != "tile 16x16 mn" && s.name != "tile 4x64 kb128 nkm") continue;
         Program p = start;
         for (Action a : s.actions) p = apply(p, a);
