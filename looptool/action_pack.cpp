@@ -32,6 +32,19 @@ bool cuts_at(const Nest &n, int u, int64_t cut) {
     return true;
 }
 
+// T's variables in its own layout, outermost first: per dimension, by decreasing coefficient
+// (A[m, 256*k_o + k_i]: m, k_o, k_i). `a` is an exact cover.
+std::vector<int> layout_vars(const Access &a) {
+    std::vector<int> vars;
+    for (const Affine &f : a.index) {
+        std::vector<Affine::Term> terms = f.terms;
+        std::sort(terms.begin(), terms.end(),
+                  [](const Affine::Term &x, const Affine::Term &y) { return x.coef > y.coef; });
+        for (const Affine::Term &t : terms) vars.push_back(t.var);
+    }
+    return vars;
+}
+
 }  // namespace
 
 const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
@@ -55,8 +68,11 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
         }
     }
     if (tensor < 0) return "no input of the nest is invariant in this loop";
-    if (!is_identity_cover(c, *read))  // T[i, j, ...]: P's elements named by variables alone
-        return "the invariant input is not indexed by one variable per dimension";
+    // T[i, j, ...], or a dimension in pieces an earlier `pack` cut (A[m, 256*k_o + k_i] once A
+    // is packed in k blocks): P's elements are named by variables alone.
+    if (!is_exact_cover(c, *read))
+        return "the invariant input is not indexed by variables in mixed radix, one set per "
+               "dimension";
     const Tensor &t = c.tensors[size_t(tensor)];
     if (t.num_elements() > kMaxScratchElements)
         return "the packed copy would exceed the scratch limit (64 MB)";
@@ -64,7 +80,8 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
 
     // P's dimensions: the runs of T's variables in the nest's loop order.
     std::vector<bool> of_t(c.vars.size(), false);
-    for (const Affine &f : read->index) of_t[size_t(f.terms[0].var)] = true;
+    const std::vector<int> layout = layout_vars(*read);
+    for (int u : layout) of_t[size_t(u)] = true;
     plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
     std::vector<int> pieces(c.vars.size(), 0);
     for (size_t d = 0; d < nest.loops.size(); ++d) {
@@ -86,9 +103,9 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
         below |= of_t[size_t(nest.loops[d].var)];
     plan.in_block = blocks && only_t && below;
-    bool reordered = plan.dims.size() != read->index.size();
+    bool reordered = plan.dims.size() != layout.size();
     for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
-        reordered |= plan.dims[i].inner || plan.dims[i].var != read->index[i].terms[0].var;
+        reordered |= plan.dims[i].inner || plan.dims[i].var != layout[i];
     if (!reordered) return "the nest already walks the input in its own layout";
 
     for (size_t u = 0; u < c.vars.size(); ++u) {
@@ -223,7 +240,7 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
         copy.loops.push_back({var, 1, 0, false, false});
     }
     Loop &innermost = copy.loops.back();
-    const int t_last = plan.read.index.back().terms[0].var;
+    const int t_last = layout_vars(plan.read).back();
     const bool contiguous = innermost.var == t_last || innermost.var == inner_var[size_t(t_last)];
     innermost.vectorize = contiguous && innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
     r.tree.nests.insert(r.tree.nests.begin() + plan.nest, std::move(copy));

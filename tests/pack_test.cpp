@@ -188,6 +188,30 @@ TEST(Pack, InsideKBlocksOfAMatmulTile) {
     expect_matches(q, *mm);
 }
 
+// A whole pack of A cuts k where the tile's k blocks end; B is then read as B[256*k_o + k_i, n]
+// and can still be packed block by block: both inputs in the order the tile reads them.
+TEST(Pack, BothInputsOnceTheFirstPackCutTheOthersDimension) {
+    auto mm = std::make_shared<Computation>(make_matmul(40, 128, 512));
+    looptune::TileSchedule s;
+    s.kb = 256;
+    s.outer = "nkm";  // n blocks, k blocks, m blocks: A is invariant in the outermost loop
+    Program p = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
+    p.cursor = p.tree.flat({0, 0});
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    p = apply(p, Action::Pack);  // A, whole: before the nest, not inside its loops
+    ASSERT_EQ(p.comp->tensors.back().name, "A_packed");
+    ASSERT_EQ(p.tree.nests[0].shared, 0);
+    p = apply_all(p, {Action::Down, Action::Down});  // the m-block loop: B is invariant there
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    Program q = apply(p, Action::Pack);
+    EXPECT_EQ(q.comp->tensors.back().name, "B_packed");
+    std::vector<std::string> dims;
+    for (const Affine &f : q.comp->stmts[0].out.index)
+        dims.push_back(q.comp->vars[size_t(f.terms[0].var)].name);
+    EXPECT_EQ(dims, (std::vector<std::string>{"n_o", "k_o", "k_i", "n_i"})) << dump(q, true);
+    expect_matches(q, *mm);
+}
+
 TEST(Pack, SharedLoopsMustMatchTheNextNest) {
     auto c = std::make_shared<Computation>(make_conv2d(1, 3, 6, 9, 48, 3, 3));
     Program p = Program::naive(c);
