@@ -262,24 +262,34 @@ void onednn_conv_kernel(float *const *, const volatile int32_t *) {
     g_active->run();
 }
 
-double measure_onednn_conv(const std::string &bench, ConvLayout layout,
-                           const looptool::Computation &c) {
-    OnednnConv conv(c, layout);
-    looptool::Buffers b = looptool::make_buffers(c, 1);
-    const looptool::Reference want = looptool::compute_reference(c, b);
-    conv.bind(b);
-    conv.run();
-    conv.finish();
-    const looptool::Comparison cmp = looptool::compare_outputs(c, want, b);
+std::function<double()> onednn_conv_measurer(const std::string &bench, ConvLayout layout,
+                                             const looptool::Computation &c) {
+    // The convolution, its buffers and the computation live as long as the function.
+    struct State {
+        State(const looptool::Computation &c, ConvLayout layout)
+            : comp(c), conv(comp, layout), buffers(looptool::make_buffers(comp, 1)) {}
+        looptool::Computation comp;
+        OnednnConv conv;
+        looptool::Buffers buffers;
+    };
+    auto st = std::make_shared<State>(c, layout);
+    const looptool::Reference want = looptool::compute_reference(c, st->buffers);
+    st->conv.bind(st->buffers);
+    st->conv.run();
+    st->conv.finish();
+    const looptool::Comparison cmp = looptool::compare_outputs(c, want, st->buffers);
     if (!cmp.ok)
         throw Error(fmt::format("{} {} ({}): the library's result differs from the reference: {}",
-                                bench, conv_method_name(layout), conv.implementation(),
+                                bench, conv_method_name(layout), st->conv.implementation(),
                                 cmp.first_mismatch));
-    struct Active {  // the kernel's global, cleared however the measurement ends
-        explicit Active(OnednnConv *c) { set_active_conv(c); }
-        ~Active() { set_active_conv(nullptr); }
-    } active(&conv);
-    return looptool::measure_kernel_uncut(onednn_conv_kernel, c, b).median_gflops;
+    return [st] {
+        struct Active {  // the kernel's global, cleared however the measurement ends
+            explicit Active(OnednnConv *c) { set_active_conv(c); }
+            ~Active() { set_active_conv(nullptr); }
+        } active(&st->conv);
+        return looptool::measure_kernel_uncut(onednn_conv_kernel, st->comp, st->buffers)
+            .median_gflops;
+    };
 }
 
 }  // namespace looptune::bench

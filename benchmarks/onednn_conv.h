@@ -7,9 +7,10 @@
 //    its brgconv kernels with nhwc activations and Ohwi32o/Ohwi64o weights), X and W
 //    reordered into it once before the timing and Y reordered back after it: the library's
 //    best case, layout conversion not counted.
-// Both are checked against our reference on the computation's own buffers (measure_onednn_conv).
+// Both are checked against our reference on the computation's own buffers (onednn_conv_measurer).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -59,9 +60,10 @@ void set_active_conv(OnednnConv *active);
 void onednn_conv_kernel(float *const *buffers, const volatile int32_t *cancel);
 
 /// What compare does for the oneDNN conv methods: fresh buffers, one run checked against the
-/// reference interpreter's result (an Error naming `bench` if it differs), then the full
-/// measurement protocol on the same buffers. Returns the median GFLOPS.
-double measure_onednn_conv(const std::string &bench, ConvLayout layout,
-                           const looptool::Computation &c);
+/// reference interpreter's result (an Error naming `bench` if it differs); then each call of
+/// the returned function measures the convolution with the full protocol on the same buffers
+/// and returns the median GFLOPS (compare's judge calls it once per alternating round).
+std::function<double()> onednn_conv_measurer(const std::string &bench, ConvLayout layout,
+                                             const looptool::Computation &c);
 
 }  // namespace looptune::bench

@@ -54,6 +54,12 @@ Run add_compare(CLI::App &app) {
     cmd->add_flag("--final-only", o->c.final_only,
                   "Judge only each method's final schedule, not every state on its way (for "
                   "benchmarks whose early states take seconds a call: LoopTune's batch-32 convs)");
+    cmd->add_option("--judge-rounds", o->c.judge_rounds,
+                    "After all methods ran on a benchmark, measure their final kernels again in "
+                    "this many alternating rounds and report each one's median (1: one "
+                    "measurement per method, right after it tuned)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100));
     add_max_memory_option(cmd, o->c.max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {

@@ -39,8 +39,12 @@ std::vector<std::string> default_compare_methods() {
 namespace {
 
 const char *kHeader =
+    "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,"
+    "judged_gflops,error";
+// Results written before the judge's rounds (2026-11-26): no `judged_gflops`.
+const char *kHeaderV2 =
     "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,error";
-// Results written before failed rows were recorded: the same columns without `error`.
+// Results written before failed rows were recorded: no `error` either.
 const char *kHeaderV1 =
     "benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops";
 
@@ -62,9 +66,9 @@ std::string join(const std::vector<double> &v) {
 }
 
 std::string row_csv(const CompareRow &r) {
-    return fmt::format("{},{},{:.4f},{:.5f},{:.4f},{:.4f},{},{},{},{}", r.benchmark, r.method,
+    return fmt::format("{},{},{:.4f},{:.5f},{:.4f},{:.4f},{},{},{},{},{}", r.benchmark, r.method,
                        r.gflops, r.fraction_of_peak, r.speedup, r.seconds, r.schedules, r.actions,
-                       join(r.step_gflops), r.error);
+                       join(r.step_gflops), join(r.judged_gflops), r.error);
 }
 
 std::vector<CompareRow> read_rows(const std::string &path) {
@@ -72,9 +76,11 @@ std::vector<CompareRow> read_rows(const std::string &path) {
     if (!fs::exists(path)) return rows;
     const std::vector<looptool::CsvRow> csv = looptool::parse_csv(read_file(path), path);
     if (csv.empty()) return rows;
-    size_t fields = 10;
+    size_t fields = 11;
     if (csv[0].line == 1 && csv[0].fields == looptool::csv_header(kHeaderV1))
         fields = 9;
+    else if (csv[0].line == 1 && csv[0].fields == looptool::csv_header(kHeaderV2))
+        fields = 10;
     else if (csv[0].line != 1 || csv[0].fields != looptool::csv_header(kHeader))
         throw Error(
             fmt::format("{}: not a looptool compare results file (header differs); "
@@ -95,9 +101,12 @@ std::vector<CompareRow> read_rows(const std::string &path) {
                          std::stoll(f[6]),
                          f[7],
                          {},
-                         fields == 10 ? f[9] : ""};
+                         {},
+                         fields >= 10 ? f[fields - 1] : ""};
             std::istringstream steps(f[8]);
             for (double x; steps >> x;) r.step_gflops.push_back(x);
+            std::istringstream judged(fields == 11 ? f[9] : "");
+            for (double x; judged >> x;) r.judged_gflops.push_back(x);
             rows.push_back(std::move(r));
         } catch (const std::exception &) {
             throw Error(fmt::format("{}:{}: malformed number", path, lineno));
@@ -124,20 +133,31 @@ bool is_library(const std::string &method) {
     return method == "openblas" || method == "onednn" || conv_library(method);
 }
 
-/// One call of a library kernel on fresh buffers, checked against the reference interpreter,
-/// then the full measurement protocol on the same buffers.
-double measure_library(const std::string &bench, const std::string &method, KernelFn fn,
-                       const Computation &c) {
-    Buffers b = make_buffers(c, 1);
-    const Reference want = compute_reference(c, b);
+/// One call of a library kernel on fresh buffers, checked against the reference interpreter;
+/// then each call of the returned function runs the full measurement protocol on the same
+/// buffers (compare's judge calls it once per alternating round).
+std::function<double()> library_measurer(const std::string &bench, const std::string &method,
+                                         KernelFn fn, const Computation &c) {
+    struct State {
+        Computation comp;
+        Buffers buffers;
+        bench::Shape shape;
+    };
+    auto st = std::make_shared<State>(
+        State{c, make_buffers(c, 1), {c.vars[0].extent, c.vars[2].extent, c.vars[1].extent}});
+    bench::set_reference_shape(st->shape);
+    const Reference want = compute_reference(c, st->buffers);
     int32_t cancel = 0;
-    std::vector<float *> ptrs = b.pointers();
+    std::vector<float *> ptrs = st->buffers.pointers();
     fn(ptrs.data(), &cancel);
-    Comparison cmp = compare_outputs(c, want, b);
+    Comparison cmp = compare_outputs(c, want, st->buffers);
     if (!cmp.ok)
         throw Error(fmt::format("{} {}: the library's result differs from the reference: {}", bench,
                                 method, cmp.first_mismatch));
-    return measure_kernel_uncut(fn, c, b).median_gflops;
+    return [st, fn] {
+        bench::set_reference_shape(st->shape);  // the kernels read the shape from there
+        return measure_kernel_uncut(fn, st->comp, st->buffers).median_gflops;
+    };
 }
 
 bool is_matmul(const Computation &c) {
@@ -218,12 +238,17 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
     md += fmt::format(
         "Dataset `{}`, split `{}`, action space `{}`, {} actions per sequence, budget {} s "
         "per search, seed {}. Peak (MAX_GFLOPS) {:.1f} GFLOPS. Every final schedule is "
-        "re-measured with the full protocol (docs/measurement.md) in the same run.\n\n",
+        "re-measured with the full protocol (docs/measurement.md) in the same run{}.\n\n",
         c.dataset_dir,
         c.split == Split::Test    ? "test"
         : c.split == Split::Train ? "train"
                                   : "all",
-        c.space, c.max_steps, c.budget_s, c.seed, peak);
+        c.space, c.max_steps, c.budget_s, c.seed, peak,
+        c.judge_rounds > 1
+            ? fmt::format(", then all methods' kernels of a benchmark in {} alternating rounds "
+                          "(figures: medians)",
+                          c.judge_rounds)
+            : std::string());
     md +=
         "| method | benchmarks | failed | mean GFLOPS | geomean GFLOPS | geomean speedup over base "
         "| "
@@ -335,9 +360,10 @@ namespace {
 // core's 235 peak) before this. Such a kernel is measured again with one warm-up and three calls
 // under a cap that fits them (kUncutCapS, as measure_kernel_uncut does for the libraries), or the
 // row fails saying how slow it is.
-double judged_gflops(Environment &judge, const Program &p) {
+double judged_gflops(Environment &judge, const Program &p, bool *slow = nullptr) {
     StepInfo info;  // measured afresh: the cache may hold a cut figure of it
     double g = judge.measure_again(p, &info);
+    if (slow) *slow = info.timed_out;
     if (!info.timed_out) return g;
     judge.set_measure_options(uncut_options(judge.measure_options()));
     g = judge.measure_again(p, &info);
@@ -352,20 +378,23 @@ double judged_gflops(Environment &judge, const Program &p) {
 
 // One method on one benchmark: tunes from the naive nest, re-measures the final schedule with
 // the judge and checks it against the reference. Throws on any failure of this one row.
-void measure_row(const CompareConfig &c, Environment &judge, const Program &naive,
-                 CompareRow &row) {
+// Returns what measures the final kernel again (for the judge's alternating rounds), or nothing
+// for `base` and a kernel too slow for the protocol's cap (its figure is already from calls of
+// seconds each).
+std::function<double()> measure_row(const CompareConfig &c, Environment &judge,
+                                    const Program &naive, CompareRow &row) {
     const std::string &m = row.method;
+    std::function<double()> again;
     if (auto layout = conv_library(m)) {
-        row.gflops = bench::measure_onednn_conv(row.benchmark, *layout, *naive.comp);
-        return;
+        again = bench::onednn_conv_measurer(row.benchmark, *layout, *naive.comp);
+    } else if (is_library(m)) {
+        again = library_measurer(row.benchmark, m,
+                                 m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel,
+                                 *naive.comp);
     }
-    if (is_library(m)) {
-        bench::set_reference_shape(
-            {naive.comp->vars[0].extent, naive.comp->vars[2].extent, naive.comp->vars[1].extent});
-        row.gflops = measure_library(
-            row.benchmark, m, m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel,
-            *naive.comp);
-        return;
+    if (again) {
+        row.gflops = again();
+        return again;
     }
     std::vector<Action> actions;
     if (m != "base") {
@@ -400,12 +429,59 @@ void measure_row(const CompareConfig &c, Environment &judge, const Program &naiv
         p = apply(p, a);
         row.actions += (row.actions.empty() ? "" : " ") + std::string(action_name(a));
     }
-    row.step_gflops.push_back(judged_gflops(judge, p));
+    bool slow = false;
+    row.step_gflops.push_back(judged_gflops(judge, p, &slow));
     Comparison cmp = judge.verify(p);
     if (!cmp.ok)
         throw Error(fmt::format("the final schedule failed verification ({} of {}): {}",
                                 cmp.mismatches, cmp.coverage(), cmp.first_mismatch));
     row.gflops = row.step_gflops.back();
+    if (m == "base" || slow) return {};
+    return [&judge, p] { return judged_gflops(judge, p); };
+}
+
+// The judge's alternating rounds on one benchmark (CompareConfig::judge_rounds): every row
+// measured in this run is measured again in turn, round after round, and its figure becomes
+// the median of its rounds (and of the figure it had, for an odd count). One measurement per
+// method, one method after the other, put mm49_512_4608's `tune` kernel at 59-94 GFLOPS from one
+// run to the next while oneDNN's stayed at 97-107: slow phases of the machine hit whichever method
+// was being measured (docs/performance.md, (v) and (w)).
+void judge_rows(const CompareConfig &c, const std::string &bench,
+                const std::vector<std::pair<std::string, std::function<double()>>> &again,
+                std::vector<CompareRow> &rows, double peak) {
+    if (c.judge_rounds < 2 || again.size() < 2) return;
+    std::vector<std::vector<double>> figures(again.size());
+    try {
+        for (int r = 0; r < c.judge_rounds; ++r)
+            for (size_t i = 0; i < again.size(); ++i) figures[i].push_back(again[i].second());
+    } catch (const std::exception &e) {  // the single figures stand; the run goes on
+        if (c.progress)
+            c.progress(
+                fmt::format("{}: the judge's rounds failed ({}); one measurement per "
+                            "method stands\n",
+                            bench, e.what()));
+        return;
+    }
+    auto find = [&](const std::string &m) -> CompareRow * {
+        for (CompareRow &r : rows)
+            if (r.benchmark == bench && r.method == m && !r.failed()) return &r;
+        return nullptr;
+    };
+    for (size_t i = 0; i < again.size(); ++i) {
+        CompareRow *row = find(again[i].first);
+        if (!row) continue;
+        std::vector<double> f = figures[i];
+        if (f.size() % 2 == 0) f.insert(f.begin(), row->gflops);  // an odd count, one median
+        row->judged_gflops = f;
+        std::nth_element(f.begin(), f.begin() + long(f.size() / 2), f.end());
+        row->gflops = f[f.size() / 2];
+        if (!row->step_gflops.empty()) row->step_gflops.back() = row->gflops;
+        row->fraction_of_peak = row->gflops / peak;
+    }
+    if (const CompareRow *base = find("base"))
+        for (CompareRow &r : rows)
+            if (r.benchmark == bench && !r.failed() && r.method != "base")
+                r.speedup = r.gflops / base->gflops;
 }
 
 }  // namespace
@@ -486,6 +562,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
             load_error = e.what();
         }
         bool judged = false;
+        std::vector<std::pair<std::string, std::function<double()>>> again;  // per new row
         for (const auto &m : c.methods) {
             if (done(bench_name, m)) continue;
             CompareRow row;
@@ -502,7 +579,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
                 }
                 const double base =
                     done(bench_name, "base") ? done(bench_name, "base")->gflops : judge.gflops();
-                measure_row(c, judge, naive, row);
+                if (auto f = measure_row(c, judge, naive, row)) again.emplace_back(m, f);
                 row.fraction_of_peak = row.gflops / peak;
                 // The base row is measured afresh by the judge (judged_gflops), like every
                 // final schedule; the rows after it divide by that figure.
@@ -535,6 +612,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
                     format_duration((pairs_todo - computed) / rate)));
             }
         }
+        judge_rows(c, bench_name, again, rows, peak);
+        if (again.size() >= 2 && c.judge_rounds >= 2) write_rows(results_path, rows);
     }
     if (rows.empty()) return rows;  // nothing to write (an empty split)
     write_summary(c, rows, peak);

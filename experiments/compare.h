@@ -43,6 +43,12 @@ struct CompareConfig {
     /// every state on its way: a state near the naive nest of one of LoopTune's batch-32 convs
     /// takes ~50 s a call, so judging the 40-60 states of a conv tile took 20+ minutes per row.
     bool final_only = false;
+    /// After every method has run on a benchmark, the judge measures their final kernels again
+    /// in this many alternating rounds, and each figure is the median of its rounds: a slow
+    /// phase of the machine then hits every method alike, not the one measured at that moment.
+    /// 1: one measurement per method, right after it tuned. (`base` and kernels slower than the
+    /// protocol's cap keep their one figure; rows resumed from an earlier run are not remeasured.)
+    int judge_rounds = 3;
     /// The judge's protocol (the environment's full one by default; tests shorten its cap).
     looptool::MeasureOptions judge_measure;
     /// Only these benchmark names (after the split); empty: all. Names missing from the split
@@ -64,6 +70,9 @@ struct CompareRow {
     int64_t schedules = 0;            ///< distinct schedules measured while tuning
     std::string actions;              ///< space-separated
     std::vector<double> step_gflops;  ///< GFLOPS after each action of the sequence
+    /// The judge's figures of the final kernel in its alternating rounds (CompareConfig::
+    /// judge_rounds), in order; `gflops` is their median. Empty: one measurement.
+    std::vector<double> judged_gflops;
     /// Empty for a measured row. Otherwise why this benchmark and method failed (a file that
     /// does not load, a compile or verification failure, any error of that one item): the row
     /// is recorded with zeros, the run goes on, and a resumed run tries it again.
