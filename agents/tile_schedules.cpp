@@ -21,6 +21,7 @@ std::string TileSchedule::name() const {
     if (nb > 0) s += fmt::format(" nb{}", nb);
     s += " " + outer;
     if (!vectorize_write) s += " scalar-write";
+    if (pack_a) s += " packA";
     if (pack) s += " pack";
     return s;
 }
@@ -142,7 +143,12 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         b.go(b.flat(1, b.depth_of(1, N, wn ? 1 : 0)));
         b.act(Action::Vectorize);
     }
-    // 5. B packed in the order the tile walks it (illegal, so an Error, unless tn | n).
+    // 5. A packed in the order the tile walks it (illegal, so an Error, unless tm | m), then
+    // B (illegal after a block-by-block pack of A: in "mn", inside the m blocks).
+    if (s.pack_a) {
+        b.go(b.flat(0, b.depth_of(0, N, 0)));
+        b.act(Action::Pack);
+    }
     if (s.pack) {
         b.go(b.flat(0, b.depth_of(0, M, 0)));
         b.act(Action::Pack);
@@ -175,6 +181,9 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool 
         if (k >= 256)
             for (const char *outer : {"kmn", "nkm"})
                 f.push_back({8, 32, 256, outer, true, 0, true});
+        for (auto [tm, tn] : {std::pair{8, 32}, std::pair{8, 16}, std::pair{16, 16}})
+            for (const char *outer : {"mn", "nm"})
+                f.push_back({tm, tn, 0, outer, true, 0, false, true});
     }
     return f;
 }

@@ -30,8 +30,13 @@ struct TileSchedule {
     /// Last, `pack` B under the outermost m loop (layout action, docs/actions.md): B's tn-wide
     /// column panels (kb x tn blocks with a k block) become contiguous. Needs tn | n.
     bool pack = false;
+    /// Before that, `pack` A under the outermost n loop: each tm-row block of A becomes
+    /// [k][m_i], so the tile's broadcasts of its tm rows read one contiguous stream (rows 4 KB
+    /// apart, k a multiple of 1024, otherwise fall in one L1 set). The copy is a register
+    /// transpose for tm = 8 or 16 (docs/actions.md). Needs tm | m.
+    bool pack_a = false;
 
-    std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn pack", "8x32 mn scalar-write"
+    std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn pack", "8x16 mn packA"
 };
 
 /// The hand schedule (8x32 tile, m_o n_o k m_i n_i) as actions from the naive nest of
@@ -47,7 +52,7 @@ std::vector<looptool::Action> tile_actions(const looptool::Computation &c, const
 /// 256/512 in orders knmN, nkmN (B block kb x nb kept in L2 while m sweeps); and the 8x32 tile
 /// with a scalar write nest, to show what vectorizing it is worth. With `layout` (the action
 /// space has `pack`), also the 8x32, 4x64, 8x16 and 16x16 tiles in both orders and the k-blocked
-/// 8x32 ones with B packed.
+/// 8x32 ones with B packed, and the 8x32, 8x16 and 16x16 tiles in both orders with A packed.
 std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool layout = false);
 
 /// The conv2d counterpart (make_conv2d's nest n, c, ho, wo, kh, kw, m and its write nest

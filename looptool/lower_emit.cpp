@@ -115,11 +115,13 @@ private:
     void emit_poll();
     bool polls(size_t d) const;
     /// A copy `S[...] = T[...]` whose loops from depth d on are a run over contiguous
-    /// elements of T (J of them, J % 16 == 0), then `rows` (a multiple of 16) elements of S
-    /// contiguous, each row `src_stride` apart in T: a rows x J transpose.
+    /// elements of T (J of them, J % 16 == 0), then `rows` (a multiple of 8) elements of S
+    /// contiguous, each row `src_stride` apart in T: a rows x J transpose, in blocks of
+    /// `block` rows (16, or 8 when rows is not a multiple of 16).
     struct Transpose {
         int src = 0, dst = 0;  // slots
         int64_t rows = 0, run = 0, src_stride = 0;
+        int block = 16;
     };
     std::optional<Transpose> transpose_at(size_t d, const State &st) const;
     void emit_transpose(const Transpose &t, const State &st);
@@ -418,7 +420,7 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
 // elements/s on Zen 5, and on a 512-channel 7x7 layer the copy cost more than the convolution
 // (docs/performance.md, (p)). Below the depth where the remaining loops are a run over
 // contiguous elements of T and then the rows, it is a call to the runtime's transpose in
-// 16x16 blocks (lower_runtime.h), which a JIT compiles once for all its kernels.
+// blocks of 16 (or 8) rows (lower_runtime.h), which a JIT compiles once for all its kernels.
 std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const State &st) const {
     const std::vector<Loop> &loops = plan_.nest.loops;
     if (plan_.nest.stmts.size() != 1 || loops.size() < d + 2 || plan_.region[0] >= int(d))
@@ -441,8 +443,8 @@ std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const 
     const Loop &row = loops.back();
     t.rows = row.size;
     t.src_stride = src.coef[size_t(row.var)];
-    if (dst.coef[size_t(row.var)] != 1 || t.rows % 16 != 0 || t.src_stride == 1)
-        return std::nullopt;
+    if (dst.coef[size_t(row.var)] != 1 || t.rows % 8 != 0 || t.src_stride == 1) return std::nullopt;
+    t.block = t.rows % 16 == 0 ? 16 : 8;
     // The run, innermost first: contiguous in T, and in S one row of `rows` apart.
     int64_t want_src = 1, want_dst = t.rows;
     for (size_t e = loops.size() - 1; e-- > d;) {
@@ -461,7 +463,7 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     Value *src = addr(t.src, st, static_offset(t.src, st));
     Value *dst = addr(t.dst, st, static_offset(t.dst, st));
     // A call, not the code: a JIT compiles the transpose once (lower_runtime.h).
-    b_.CreateCall(transpose16_function(*b_.GetInsertBlock()->getModule()),
+    b_.CreateCall(transpose_function(*b_.GetInsertBlock()->getModule(), t.block),
                   {src, dst, b_.getInt64(uint64_t(t.src_stride)), b_.getInt64(uint64_t(t.rows)),
                    b_.getInt64(uint64_t(t.run))});
 }

@@ -18,6 +18,7 @@ using llvm::PHINode;
 using llvm::Value;
 
 constexpr const char *kTranspose16 = "looptool_transpose16";
+constexpr const char *kTranspose8 = "looptool_transpose8";
 
 /// `for (i = 0; i < bound; i += step) body(i)` with bound >= step > 0 (a do-while).
 template <typename Body>
@@ -37,59 +38,63 @@ void emit_loop(IRBuilder<> &b, const char *name, Value *step, Value *bound, Body
     b.SetInsertPoint(done);
 }
 
-// The 16x16 transpose as 4x4 transposes within 128-bit lanes: each vector is loaded as four
-// 4-float pieces of rows 4 apart (lane g: row 4g + i), so no shuffle moves data between lanes.
-// Shuffles that did (four rounds of full-width interleaves, or in-lane unpacks then two rounds
-// of vshuff32x4) spent most of codegen in instruction selection's shuffle combining (llc on a
-// 32x8 vm conv tile: 145 million instructions, 124 with this). 4x4 blocks of 4-float vectors
-// compile in a fraction but ran the 512-channel 3x3 layer, whose weight copy weighs most,
-// 8-15% slower (docs/performance.md (u)).
-void emit_transpose16_body(llvm::Function *fn) {
+// The transpose of `R` rows (16 or 8) as 4x4 transposes within 128-bit lanes: each vector is
+// loaded as R / 4 4-float pieces of rows 4 apart (lane g: row 4g + i), so no shuffle moves data
+// between lanes. Shuffles that did (four rounds of full-width interleaves, or in-lane unpacks
+// then two rounds of vshuff32x4) spent most of codegen in instruction selection's shuffle
+// combining (llc on a 32x8 vm conv tile: 145 million instructions, 124 with this). 4x4 blocks of
+// 4-float vectors compile in a fraction but ran the 512-channel 3x3 layer, whose weight copy
+// weighs most, 8-15% slower (docs/performance.md (u)). R = 8 is the 8-row register tile's A
+// (docs/performance.md (w)).
+void emit_transpose_body(llvm::Function *fn, int R) {
     llvm::LLVMContext &ctx = fn->getContext();
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", fn));
     auto arg = fn->arg_begin();
     Value *src = &*arg++, *dst = &*arg++, *src_stride = &*arg++, *rows = &*arg++, *run = &*arg++;
     llvm::Type *f32 = b.getFloatTy();
     llvm::Type *v4 = llvm::FixedVectorType::get(f32, 4);
-    auto lanes_mask = [](auto pick) {  // pick(lane, k): the source of the lane's k-th element
+    const int lanes = R / 4;            // 128-bit lanes of a vector of R floats
+    auto lanes_mask = [&](auto pick) {  // pick(lane, k): the source of the lane's k-th element
         std::vector<int> m;
-        for (int lane = 0; lane < 4; ++lane)
+        for (int lane = 0; lane < lanes; ++lane)
             for (int k = 0; k < 4; ++k) m.push_back(pick(lane, k));
         return m;
     };
     const std::vector<int> unpack_lo32 =
-        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + k / 2; });
+        lanes_mask([&](int l, int k) { return (k % 2) * R + 4 * l + k / 2; });
     const std::vector<int> unpack_hi32 =
-        lanes_mask([](int l, int k) { return (k % 2) * 16 + 4 * l + 2 + k / 2; });
+        lanes_mask([&](int l, int k) { return (k % 2) * R + 4 * l + 2 + k / 2; });
     const std::vector<int> unpack_lo64 =
-        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + k % 2; });
+        lanes_mask([&](int l, int k) { return (k / 2) * R + 4 * l + k % 2; });
     const std::vector<int> unpack_hi64 =
-        lanes_mask([](int l, int k) { return (k / 2) * 16 + 4 * l + 2 + k % 2; });
+        lanes_mask([&](int l, int k) { return (k / 2) * R + 4 * l + 2 + k % 2; });
     std::vector<int> concat4, concat8;  // two vectors side by side
     for (int i = 0; i < 8; ++i) concat4.push_back(i);
     for (int i = 0; i < 16; ++i) concat8.push_back(i);
     auto shuffle = [&](Value *x, Value *y, const std::vector<int> &m) {
         return b.CreateShuffleVector(x, y, m);
     };
-    // Blocks of 16 rows, then 4 elements of the run at a time: 16 columns of a 16x16 block
+    // Blocks of R rows, then 4 elements of the run at a time: 16 columns of a 16x16 block
     // unrolled took 47 million instructions in llc, most in register allocation (16 row
     // pointers and 16 results live at once); 4 of them, 19 million, and the copy runs as fast.
-    emit_loop(b, "trows", b.getInt64(16), rows, [&](Value *rb) {
+    emit_loop(b, "trows", b.getInt64(uint64_t(R)), rows, [&](Value *rb) {
         Value *block_src =
             b.CreateInBoundsGEP(f32, src, b.CreateMul(rb, src_stride, "", true, true));
         emit_loop(b, "tloop", b.getInt64(4), run, [&](Value *j) {
             // Columns j .. j + 3 of row r, the rows a stride apart.
-            std::vector<Value *> piece(16);
+            std::vector<Value *> piece(static_cast<size_t>(R));
             Value *row = b.CreateInBoundsGEP(f32, block_src, j);
-            for (size_t r = 0; r < 16; ++r) {
+            for (size_t r = 0; r < size_t(R); ++r) {
                 if (r > 0) row = b.CreateInBoundsGEP(f32, row, src_stride);
                 piece[r] = b.CreateAlignedLoad(v4, row, llvm::Align(4));
             }
             // q[i], lane g: columns j .. j + 3 of row 4g + i.
             Value *q[4];
-            for (size_t i = 0; i < 4; ++i)
-                q[i] = shuffle(shuffle(piece[i], piece[4 + i], concat4),
-                               shuffle(piece[8 + i], piece[12 + i], concat4), concat8);
+            for (size_t i = 0; i < 4; ++i) {
+                q[i] = shuffle(piece[i], piece[4 + i], concat4);
+                if (R == 16)
+                    q[i] = shuffle(q[i], shuffle(piece[8 + i], piece[12 + i], concat4), concat8);
+            }
             // A 4x4 transpose in every lane: lane g of column j + k is rows 4g .. 4g + 3.
             Value *lo01 = shuffle(q[0], q[1], unpack_lo32),
                   *hi01 = shuffle(q[0], q[1], unpack_hi32);
@@ -97,7 +102,7 @@ void emit_transpose16_body(llvm::Function *fn) {
                   *hi23 = shuffle(q[2], q[3], unpack_hi32);
             Value *out[4] = {shuffle(lo01, lo23, unpack_lo64), shuffle(lo01, lo23, unpack_hi64),
                              shuffle(hi01, hi23, unpack_lo64), shuffle(hi01, hi23, unpack_hi64)};
-            // Column j + k goes to dst[(j + k) * rows + rb .. + 15].
+            // Column j + k goes to dst[(j + k) * rows + rb .. + R - 1].
             Value *p = b.CreateInBoundsGEP(
                 f32, dst, b.CreateAdd(b.CreateMul(j, rows, "", true, true), rb, "", true, true));
             for (size_t k = 0; k < 4; ++k) {
@@ -111,14 +116,15 @@ void emit_transpose16_body(llvm::Function *fn) {
 
 }  // namespace
 
-llvm::Function *transpose16_function(llvm::Module &m) {
-    if (llvm::Function *f = m.getFunction(kTranspose16)) return f;
+llvm::Function *transpose_function(llvm::Module &m, int rows) {
+    LT_CHECK(rows == 16 || rows == 8, "transpose_function: blocks of 16 or 8 rows");
+    const std::string name = rows == 16 ? kTranspose16 : kTranspose8;
+    if (llvm::Function *f = m.getFunction(name)) return f;
     llvm::LLVMContext &ctx = m.getContext();
     llvm::Type *ptr = llvm::PointerType::getUnqual(ctx), *i64 = llvm::Type::getInt64Ty(ctx);
     auto *type =
         llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64}, false);
-    llvm::Function *f =
-        llvm::Function::Create(type, llvm::Function::ExternalLinkage, kTranspose16, m);
+    llvm::Function *f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
     f->addFnAttr(llvm::Attribute::NoUnwind);
     f->addFnAttr(llvm::Attribute::NoInline);  // one body per module, whatever calls it
     f->addParamAttr(0, llvm::Attribute::NoAlias);
@@ -127,15 +133,17 @@ llvm::Function *transpose16_function(llvm::Module &m) {
 }
 
 void define_runtime_functions(llvm::Module &m) {
-    if (llvm::Function *f = m.getFunction(kTranspose16); f && f->isDeclaration()) {
-        f->setLinkage(llvm::Function::InternalLinkage);
-        emit_transpose16_body(f);
-    }
+    for (int rows : {16, 8})
+        if (llvm::Function *f = m.getFunction(rows == 16 ? kTranspose16 : kTranspose8);
+            f && f->isDeclaration()) {
+            f->setLinkage(llvm::Function::InternalLinkage);
+            emit_transpose_body(f, rows);
+        }
 }
 
 std::unique_ptr<llvm::Module> runtime_module(llvm::LLVMContext &ctx) {
     auto m = std::make_unique<llvm::Module>("looptool_runtime", ctx);
-    emit_transpose16_body(transpose16_function(*m));
+    for (int rows : {16, 8}) emit_transpose_body(transpose_function(*m, rows), rows);
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(*m, &os))

@@ -12,9 +12,10 @@
 namespace looptool::detail {
 
 /// The declaration in m of `void looptool_transpose16(const float *src, float *dst, i64
-/// src_stride, i64 rows, i64 run)`: dst[j * rows + r] = src[r * src_stride + j] for r < rows,
-/// j < run, both multiples of 16, in 16x16 blocks transposed in registers.
-llvm::Function *transpose16_function(llvm::Module &m);
+/// src_stride, i64 rows, i64 run)` (`rows_per_block` 16) or `looptool_transpose8` (8):
+/// dst[j * rows + r] = src[r * src_stride + j] for r < rows, j < run, rows a multiple of
+/// `rows_per_block` and run of 4, in blocks of that many rows transposed in registers.
+llvm::Function *transpose_function(llvm::Module &m, int rows_per_block);
 
 /// Gives every runtime function m declares its body, with internal linkage: m then stands
 /// alone (LowerOptions::shared_runtime false).

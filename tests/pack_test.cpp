@@ -286,7 +286,7 @@ TEST(Pack, TileTemplateMembersWithPackingMatchTheReference) {
         ++packed;
     }
     EXPECT_EQ(packed, 10);
-    EXPECT_EQ(looptune::schedule_family(40, 128, 512).size() + 10,
+    EXPECT_EQ(looptune::schedule_family(40, 128, 512).size() + 16,  // and 6 with A packed
               looptune::schedule_family(40, 128, 512, true).size());
     auto conv = std::make_shared<Computation>(make_conv2d(1, 3, 9, 21, 16, 3, 3));
     packed = 0;
@@ -357,6 +357,33 @@ TEST(Pack, AWeightTransposeIsEmittedInRegistersAndMatchesTheReference) {
                 expect_matches(p, *conv);
             }
         }
+}
+
+// A packed under the n loop: each tm-row block of A becomes [k][m_i], a transpose of 8 or 16
+// rows in registers (looptool_transpose8 / 16), in the m blocks ("mn": block by block) or
+// before the nest ("nm": whole). Every member of the family with A packed matches the reference.
+TEST(Pack, ATileWithAPackedTransposesItsRowBlocksInRegisters) {
+    auto mm = std::make_shared<Computation>(make_matmul(48, 64, 96));
+    int members = 0;
+    for (const looptune::TileSchedule &s : looptune::schedule_family(48, 64, 96, true)) {
+        if (!s.pack_a) continue;
+        SCOPED_TRACE(s.name());
+        const Program p = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
+        EXPECT_EQ(p.comp->tensors.back().name, "A_packed") << dump(p);
+        EXPECT_EQ(p.tree.nests[0].shared > 0, s.outer == "mn") << dump(p);
+        const LoweredIR ir = lower_to_llvm_ir(p);
+        EXPECT_EQ(ir.summary.transposed_copies, 1) << dump(p);
+        EXPECT_NE(ir.ir.find(fmt::format("define internal void @looptool_transpose{}", s.tm)),
+                  std::string::npos);
+        expect_matches(p, *mm);
+        ++members;
+    }
+    EXPECT_EQ(members, 6);  // 8x32, 8x16, 16x16, each "mn" and "nm"
+    // 40 rows: no 16-row blocks, so the 16x16 tile cannot pack A (a clear error).
+    auto forty = std::make_shared<Computation>(make_matmul(40, 64, 96));
+    looptune::TileSchedule s{16, 16, 0, "nm"};
+    s.pack_a = true;
+    EXPECT_THROW(looptune::tile_actions(*forty, s), Error);
 }
 
 // The transpose is one function, not code in every kernel: a module lowered on its own
