@@ -158,8 +158,15 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // (Each seed costs `tune` a compile and a few calls: on those shapes the seeds and the
         // greedy rollout alone fill the 0.5 s budget.)
         if (k >= 512 && k < 1024 && m > 16) tiles.push_back({8, 32, 256, "kmn"});
+        // Where k is a multiple of 1024, A's rows are 4 KB apart and a tile's rows all fall in
+        // one L1 set: 16x16 mn ran at 0.47x the best member on 10 random shapes with such k
+        // (and m a multiple of 8), 8x16 mn with A packed (rows interleaved by a register
+        // transpose) at 0.97x; on mm128_768_3072 the packed one ran 106 GFLOPS, 8x16 mn 103,
+        // 16x16 mn 51 (docs/performance.md (w)).
         if (k >= 1024 && m > 16) {
-            tiles.push_back({16, 16, 0, "mn"});
+            TileSchedule packed_a{8, 16, 0, "mn"};
+            packed_a.pack_a = true;
+            tiles.push_back(k % 1024 == 0 && m % 8 == 0 ? packed_a : TileSchedule{16, 16, 0, "mn"});
             tiles.push_back({4, 64, 128, "nkm"});
         }
         // Decode-time shapes (m <= 16): B is streamed once, k blocks of 128 rows; with m = 8 the
@@ -479,6 +486,7 @@ public:
         r.best_gflops = best->gflops;
         r.actions = best->path;
         r.found_by = best->origin;
+        for (size_t i : seed_nodes_) r.seed_gflops.emplace_back(nodes_[i].origin, nodes_[i].gflops);
         r.rollouts = rollouts_;
         r.schedules = env_.counters().compiles + env_.counters().store_hits - counters0.compiles -
                       counters0.store_hits;

@@ -80,10 +80,13 @@ struct GuidedResult {
     std::string best_seed;
     double best_seed_gflops = 0;
     std::vector<looptool::Action> best_seed_actions;  ///< from the start to the best seed
-    PolicyTuneResult greedy;                          ///< the greedy rollout, always run
-    int max_steps = 0;                                ///< the step limit used
-    int rollouts = 0;                                 ///< rollouts after the greedy one
-    int64_t schedules = 0;  ///< distinct schedules compiled or found in the store
+    /// Every seed measured, in order, with the search's last figure for it: a bounded
+    /// measurement, or for a finalist the full protocol's (docs/training.md).
+    std::vector<std::pair<std::string, double>> seed_gflops;
+    PolicyTuneResult greedy;  ///< the greedy rollout, always run
+    int max_steps = 0;        ///< the step limit used
+    int rollouts = 0;         ///< rollouts after the greedy one
+    int64_t schedules = 0;    ///< distinct schedules compiled or found in the store
     double seconds = 0;
     /// Searched on a slice of this many images of a batch of `batch` (GuidedConfig::batch_slice;
     /// 0: on the computation itself). Then `best` and `actions` are the whole batch's, and every

@@ -90,6 +90,9 @@ Run add_tune(CLI::App &app) {
                 for (Action a : g.actions) rollout.push_back(action_name(a));
                 std::vector<std::string> seed;
                 for (Action a : r.best_seed_actions) seed.push_back(action_name(a));
+                nlohmann::json seeds = nlohmann::json::array();
+                for (const auto &[name, gflops] : r.seed_gflops)
+                    seeds.push_back({{"name", name}, {"gflops", gflops}});
                 if (o->json) {
                     results.push_back({{"benchmark", start.comp->name},
                                        {"policy", path},
@@ -104,6 +107,7 @@ Run add_tune(CLI::App &app) {
                                        {"best_seed", r.best_seed},
                                        {"best_seed_gflops", r.best_seed_gflops},
                                        {"best_seed_actions", seed},
+                                       {"seeds", seeds},
                                        {"greedy_gflops", g.best_gflops},
                                        {"greedy_actions", rollout},
                                        {"greedy_step_gflops", g.step_gflops},

@@ -73,6 +73,9 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["best_seed"] = r.best_seed;
     d["best_seed_gflops"] = r.best_seed_gflops;
     d["best_seed_actions"] = seed;
+    py::list seeds;
+    for (const auto &[name, gflops] : r.seed_gflops) seeds.append(py::make_tuple(name, gflops));
+    d["seeds"] = seeds;
     d["greedy_gflops"] = r.greedy.best_gflops;
     d["greedy_actions"] = greedy;
     d["greedy_step_gflops"] = r.greedy.step_gflops;

@@ -358,6 +358,37 @@ TEST(GuidedSearch, ABandHidesRowSweepsOnlyOverImagesLargerThanHalfTheL2) {
 // From k = 1024 the 16x16 tile and 4x64 with k blocks of 128 inside column panels are seeds
 // (the most often fastest and the most even members on deep random shapes); each computes
 // what the naive nest does, ragged n and m included.
+// k a multiple of 1024: A's rows are 4 KB apart, and the 8x16 tile with A packed (its rows
+// interleaved) takes the 16x16 tile's place, where 8 divides m; the packed seed matches the
+// reference and tune reports every seed's figure.
+TEST(GuidedSearch, ReductionsOfWholeKibiElementsSeedATileWithAPacked) {
+    EXPECT_TRUE(seed_names(make_matmul(48, 100, 2048)).count("tile 8x16 mn packA"));
+    EXPECT_FALSE(seed_names(make_matmul(48, 100, 2048)).count("tile 16x16 mn"));
+    EXPECT_TRUE(
+        seed_names(make_matmul(45, 100, 2048)).count("tile 16x16 mn"));  // 8 does not divide m
+    EXPECT_TRUE(
+        seed_names(make_matmul(48, 100, 2000)).count("tile 16x16 mn"));  // rows not 4 KB apart
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(24, 40, 1024);
+    env.reset(start);
+    GuidedConfig g;
+    g.budget_s = 0.2;
+    const GuidedResult r = guided_search(shipped_policy(), env, start, g);
+    std::set<std::string> measured;
+    for (const auto &[name, gflops] : r.seed_gflops) {
+        EXPECT_GT(gflops, 0) << name;
+        measured.insert(name);
+    }
+    EXPECT_EQ(measured, seed_names(*start.comp));
+    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, ActionSpace::preset("full"))) {
+        if (s.name != "tile 8x16 mn packA") continue;
+        Program p = start;
+        for (Action a : s.actions) p = apply(p, a);
+        EXPECT_EQ(p.comp->tensors.back().name, "A_packed") << dump(p);
+        EXPECT_TRUE(env.verify(p).ok) << dump(p);
+    }
+}
+
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
     for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
