@@ -144,10 +144,20 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             tiles = {{16, 16, 0, "mn"}, {8, 16, 0, "mn"}, {8, 32, 0, "mn"}};
         else
             tiles = {{8, 32, 0, "mn"}, {4, 64, 0, "mn"}, {8, 16, 0, "nm"}};
+        // From k = 512 (m > 16) the 4x64 tile's column panels outermost: on 12 random shapes
+        // with k = 549-1011 (a Zen 4 core, docs/performance.md (w)) 4x64 nm was 0.97x the
+        // fastest member in geomean, 4x64 mn 0.89x; on the deeper random shapes 0.93-0.94x
+        // against 0.84-0.88x.
+        if (k >= 512 && m > 16 && n >= 32) tiles[1].outer = "nm";
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
         // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.
-        if (k >= 512 && m > 16) tiles.push_back({8, 32, 128, "kmn"});
+        // Below k = 1024, 16x16 mn instead of kb128: it was the fastest member on 8 of those
+        // 12 shapes (and 2 of 5 random ones with k = 512); with it and 4x64 nm the best seed
+        // went from 0.960x to 1.000x the fastest member there (worst 0.898x -> 1.000x), and
+        // from 0.982x to 0.995x on the k = 512 ones.
+        if (k >= 1024 && m > 16) tiles.push_back({8, 32, 128, "kmn"});
+        if (k >= 512 && k < 1024 && m > 16) tiles.push_back({16, 16, 0, "mn"});
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
         // inside column panels. Every member side by side on 22 of the generator's random
         // shapes with k = 1077-3476 (a Zen 4 core, two processes, docs/performance.md (v)):

@@ -392,13 +392,21 @@ TEST(GuidedSearch, ReductionsOfWholeKibiElementsSeedATileWithAPacked) {
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
     for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
-        EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count(name)) << name;  // k < 1024
         EXPECT_FALSE(seed_names(make_matmul(8, 1024, 4096)).count(name))
             << name;  // decode: m <= 16
     }
+    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
     // They replace the 8x32 tile's k blocks of 256 there.
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
+    // From k = 512: 4x64 in column panels (nm), and below k = 1024 16x16 mn instead of the
+    // 8x32 tile's k blocks of 128; below k = 512, or for decode shapes, as before.
+    const std::set<std::string> k1000 = seed_names(make_matmul(45, 233, 1000));
+    EXPECT_TRUE(k1000.count("tile 4x64 nm") && k1000.count("tile 16x16 mn"));
+    EXPECT_FALSE(k1000.count("tile 4x64 mn") || k1000.count("tile 8x32 kb128 kmn"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb128 kmn"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 500)).count("tile 4x64 mn"));
+    EXPECT_TRUE(seed_names(make_matmul(8, 233, 1000)).count("tile 4x64 mn"));
     Environment env = policy_env();
     const Program start = tests::matmul_program(19, 70, 1030);
     env.reset(start);
