@@ -26,9 +26,9 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
         const double best_s = flops / (best_gflops * 1e9);
         const double bound = std::max(kBoundCalls * best_s, 2 * o.min_time_s + 0.005);
         o.time_cap_s = std::min(o.time_cap_s, bound);
-        // One call longer than kBoundCalls of the best's says as much, without waiting for the
-        // cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
-        const double first = std::max(kBoundCalls * best_s, kMinFirstCallCapS);
+        // One call longer than kFirstCallCalls of the best's says as much, without waiting for
+        // the cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
+        const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
         if (first < o.time_cap_s) o.first_call_cap_s = first;
     }
     return o;

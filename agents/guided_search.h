@@ -51,6 +51,10 @@ struct GuidedConfig {
 
 /// Calls of the best kernel so far a new measurement may take during the search.
 inline constexpr double kBoundCalls = 4.5;
+/// Calls of the best kernel so far a new state's first call may take: one twice as slow as
+/// the best cannot win, and measuring it to the cap cost deep shapes (10 ms a call) 45 ms
+/// per slow state of the greedy rollout (docs/performance.md (w)).
+inline constexpr double kFirstCallCalls = 2;
 /// The shortest first-call cap the search sets (bounded_options()).
 inline constexpr double kMinFirstCallCapS = 0.001;
 
@@ -60,8 +64,8 @@ inline constexpr double kMinFirstCallCapS = 0.001;
 /// twice the minimum time plus 5 ms, never above the configured cap). A state as fast as the
 /// best completes its four calls; one up to ~2x slower is measured from the calls that fit;
 /// a slower one is cut at the cap, its GFLOPS then an upper bound below best / kBoundCalls.
-/// And the first call is capped at kBoundCalls of the best's (at least kMinFirstCallCapS):
-/// a state whose one call takes longer cannot win and is cut there, not at the cap's floor.
+/// And the first call is capped at kFirstCallCalls of the best's (at least kMinFirstCallCapS):
+/// a state whose one call takes longer cannot win and is cut there, not at the cap.
 /// Slow intermediate states thus cost a few of the best's call times, not up to the cap.
 looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
                                          double best_gflops);

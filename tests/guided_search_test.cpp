@@ -267,10 +267,10 @@ TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
     EXPECT_EQ(o.first_call_cap_s, 0);           // nor a first-call cap
     o = bounded_options(configured, 2e9, 100);  // the best takes 20 ms a call
     EXPECT_NEAR(o.time_cap_s, kBoundCalls * 0.02, 1e-12);
-    EXPECT_EQ(o.first_call_cap_s, 0);           // one call of 4.5 is the whole cap: nothing to add
+    EXPECT_NEAR(o.first_call_cap_s, kFirstCallCalls * 0.02, 1e-12);  // a first call over 40 ms
     o = bounded_options(configured, 2e8, 100);  // 2 ms a call: the cap's floor is 25 ms
     EXPECT_NEAR(o.time_cap_s, 0.025, 1e-12);
-    EXPECT_NEAR(o.first_call_cap_s, kBoundCalls * 0.002, 1e-12);  // one call: 9 ms
+    EXPECT_NEAR(o.first_call_cap_s, kFirstCallCalls * 0.002, 1e-12);  // one call: 4 ms
     o = bounded_options(configured, 2e6, 100);  // 20 us a call: a cold first call is not cut
     EXPECT_EQ(o.first_call_cap_s, kMinFirstCallCapS);
     o = bounded_options(configured, 2e9, 1);  // 2 s a call: never above the configured cap
