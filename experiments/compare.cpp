@@ -440,16 +440,42 @@ std::function<double()> measure_row(const CompareConfig &c, Environment &judge,
     return [&judge, p] { return judged_gflops(judge, p); };
 }
 
+// Longest the judge's rounds may take on one benchmark (estimated), else they are skipped.
+constexpr double kMaxJudgeRoundsS = 30;
+
 // The judge's alternating rounds on one benchmark (CompareConfig::judge_rounds): every row
 // measured in this run is measured again in turn, round after round, and its figure becomes
 // the median of its rounds (and of the figure it had, for an odd count). One measurement per
 // method, one method after the other, put mm49_512_4608's `tune` kernel at 59-94 GFLOPS from one
 // run to the next while oneDNN's stayed at 97-107: slow phases of the machine hit whichever method
 // was being measured (docs/performance.md, (v) and (w)).
-void judge_rows(const CompareConfig &c, const std::string &bench,
+void judge_rows(const CompareConfig &c, const std::string &bench, double flops,
                 const std::vector<std::pair<std::string, std::function<double()>>> &again,
                 std::vector<CompareRow> &rows, double peak) {
     if (c.judge_rounds < 2 || again.size() < 2) return;
+    auto find = [&](const std::string &m) -> CompareRow * {
+        for (CompareRow &r : rows)
+            if (r.benchmark == bench && r.method == m && !r.failed()) return &r;
+        return nullptr;
+    };
+    // What the rounds would take at the figures measured so far: a benchmark whose kernels
+    // take a second a call (a batch-32 conv) would spend minutes on them; it keeps one
+    // measurement per method.
+    const looptool::MeasureOptions &m = c.judge_measure;
+    double round_s = 0;
+    for (const auto &[method, f] : again)
+        if (const CompareRow *row = find(method); row && row->gflops > 0) {
+            const double call_s = flops / (row->gflops * 1e9);
+            round_s += (m.warmup + std::max(double(m.min_runs), m.min_time_s / call_s)) * call_s;
+        }
+    if (round_s * c.judge_rounds > kMaxJudgeRoundsS) {
+        if (c.progress)
+            c.progress(
+                fmt::format("{}: the judge's rounds would take ~{:.0f} s; one "
+                            "measurement per method stands\n",
+                            bench, round_s * c.judge_rounds));
+        return;
+    }
     std::vector<std::vector<double>> figures(again.size());
     try {
         for (int r = 0; r < c.judge_rounds; ++r)
@@ -462,11 +488,6 @@ void judge_rows(const CompareConfig &c, const std::string &bench,
                             bench, e.what()));
         return;
     }
-    auto find = [&](const std::string &m) -> CompareRow * {
-        for (CompareRow &r : rows)
-            if (r.benchmark == bench && r.method == m && !r.failed()) return &r;
-        return nullptr;
-    };
     for (size_t i = 0; i < again.size(); ++i) {
         CompareRow *row = find(again[i].first);
         if (!row) continue;
@@ -612,7 +633,7 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
                     format_duration((pairs_todo - computed) / rate)));
             }
         }
-        judge_rows(c, bench_name, again, rows, peak);
+        judge_rows(c, bench_name, load_error.empty() ? naive.comp->flops() : 0, again, rows, peak);
         if (again.size() >= 2 && c.judge_rounds >= 2) write_rows(results_path, rows);
     }
     if (rows.empty()) return rows;  // nothing to write (an empty split)

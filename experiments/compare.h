@@ -47,7 +47,9 @@ struct CompareConfig {
     /// in this many alternating rounds, and each figure is the median of its rounds: a slow
     /// phase of the machine then hits every method alike, not the one measured at that moment.
     /// 1: one measurement per method, right after it tuned. (`base` and kernels slower than the
-    /// protocol's cap keep their one figure; rows resumed from an earlier run are not remeasured.)
+    /// protocol's cap keep their one figure; rows resumed from an earlier run are not remeasured;
+    /// a benchmark whose rounds would take over 30 s, such as a batch-32 conv, keeps one
+    /// measurement per method.)
     int judge_rounds = 3;
     /// The judge's protocol (the environment's full one by default; tests shorten its cap).
     looptool::MeasureOptions judge_measure;

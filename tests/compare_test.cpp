@@ -107,6 +107,20 @@ TEST(Compare, JudgesEveryMethodInAlternatingRoundsAndReportsTheMedian) {
     }
     EXPECT_NE(slurp(fs::path(c.out_dir) / "summary.md").find("4 alternating rounds"),
               std::string::npos);
+    // Rounds that would take too long (here 100 of them at 0.2 s a measurement) are skipped,
+    // with a line saying so.
+    looptool::tests::TempDir dir100("compare_long_rounds");
+    CompareConfig slow = small_config(dir100);
+    slow.methods = {"greedy1", "openblas"};
+    slow.judge_rounds = 100;
+    slow.judge_measure.min_time_s = 0.2;
+    slow.limit = 1;
+    std::vector<std::string> lines;
+    slow.progress = [&](const std::string &line) { lines.push_back(line); };
+    for (const auto &r : run_compare(slow)) EXPECT_TRUE(r.judged_gflops.empty()) << r.method;
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string &l) {
+        return l.find("one measurement per method stands") != std::string::npos;
+    }));
     // One round: one measurement per method, as before.
     looptool::tests::TempDir dir1("compare_one_round");
     CompareConfig one = small_config(dir1);
