@@ -17,8 +17,11 @@ using llvm::IRBuilder;
 using llvm::PHINode;
 using llvm::Value;
 
-constexpr const char *kTranspose16 = "looptool_transpose16";
-constexpr const char *kTranspose8 = "looptool_transpose8";
+/// The runtime's transposes, by the rows of their blocks.
+constexpr int kTransposeRows[] = {16, 8};
+const char *transpose_name(int rows) {
+    return rows == 16 ? "looptool_transpose16" : "looptool_transpose8";
+}
 
 /// `for (i = 0; i < bound; i += step) body(i)` with bound >= step > 0 (a do-while).
 template <typename Body>
@@ -118,7 +121,7 @@ void emit_transpose_body(llvm::Function *fn, int R) {
 
 llvm::Function *transpose_function(llvm::Module &m, int rows) {
     LT_CHECK(rows == 16 || rows == 8, "transpose_function: blocks of 16 or 8 rows");
-    const std::string name = rows == 16 ? kTranspose16 : kTranspose8;
+    const char *name = transpose_name(rows);
     if (llvm::Function *f = m.getFunction(name)) return f;
     llvm::LLVMContext &ctx = m.getContext();
     llvm::Type *ptr = llvm::PointerType::getUnqual(ctx), *i64 = llvm::Type::getInt64Ty(ctx);
@@ -133,9 +136,8 @@ llvm::Function *transpose_function(llvm::Module &m, int rows) {
 }
 
 void define_runtime_functions(llvm::Module &m) {
-    for (int rows : {16, 8})
-        if (llvm::Function *f = m.getFunction(rows == 16 ? kTranspose16 : kTranspose8);
-            f && f->isDeclaration()) {
+    for (int rows : kTransposeRows)
+        if (llvm::Function *f = m.getFunction(transpose_name(rows)); f && f->isDeclaration()) {
             f->setLinkage(llvm::Function::InternalLinkage);
             emit_transpose_body(f, rows);
         }
@@ -143,7 +145,7 @@ void define_runtime_functions(llvm::Module &m) {
 
 std::unique_ptr<llvm::Module> runtime_module(llvm::LLVMContext &ctx) {
     auto m = std::make_unique<llvm::Module>("looptool_runtime", ctx);
-    for (int rows : {16, 8}) emit_transpose_body(transpose_function(*m, rows), rows);
+    for (int rows : kTransposeRows) emit_transpose_body(transpose_function(*m, rows), rows);
     std::string err;
     llvm::raw_string_ostream os(err);
     if (llvm::verifyModule(*m, &os))
