@@ -70,7 +70,7 @@ Run add_export(CLI::App &app) {
             looptune::PolicyTuneResult r =
                 looptune::tune_with_policy(policy, env, Program::naive(bench.comp));
             p = r.best;
-            for (Action a : r.best_actions) applied.push_back(action_name(a));
+            applied = action_names(r.best_actions);
         }
         ExportOptions opts;
         opts.cpu = o->cpu;

@@ -106,8 +106,7 @@ Run add_search(CLI::App &app) {
                     looptune::append_traces(
                         o->trace, {{benches[i], r.algo, r.best_gflops, r.base_gflops, r.actions}});
                 const double peak = env.max_gflops();
-                std::vector<std::string> names;
-                for (Action a : r.actions) names.push_back(action_name(a));
+                const std::vector<std::string> names = action_names(r.actions);
                 if (o->json) {
                     nlohmann::json curve = nlohmann::json::array();
                     for (const auto &p : r.curve)

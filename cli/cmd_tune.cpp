@@ -85,11 +85,9 @@ Run add_tune(CLI::App &app) {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 const double peak = env.max_gflops();
                 const looptune::PolicyTuneResult &g = r.greedy;
-                std::vector<std::string> best, rollout;
-                for (Action a : r.actions) best.push_back(action_name(a));
-                for (Action a : g.actions) rollout.push_back(action_name(a));
-                std::vector<std::string> seed;
-                for (Action a : r.best_seed_actions) seed.push_back(action_name(a));
+                const std::vector<std::string> best = action_names(r.actions),
+                                               rollout = action_names(g.actions),
+                                               seed = action_names(r.best_seed_actions);
                 nlohmann::json seeds = nlohmann::json::array();
                 for (const auto &[name, gflops] : r.seed_gflops)
                     seeds.push_back({{"name", name}, {"gflops", gflops}});

@@ -180,6 +180,11 @@ Program apply_flatten(const Program &p, const FlattenPlan &plan, LoopTree::Pos p
 }  // namespace
 
 const char *action_name(Action a) { return kActionInfo[int(a)].name; }
+std::vector<std::string> action_names(const std::vector<Action> &actions) {
+    std::vector<std::string> names;
+    for (Action a : actions) names.push_back(action_name(a));
+    return names;
+}
 int split_factor(Action a) { return kActionInfo[int(a)].factor; }
 
 std::optional<Action> parse_action(std::string_view name) {

@@ -57,6 +57,8 @@ inline constexpr int kNumActions = 0
     ;
 
 const char *action_name(Action a);
+/// The names of `actions`, in order (what JSON output and Python return).
+std::vector<std::string> action_names(const std::vector<Action> &actions);
 /// 0 unless `a` is a split.
 int split_factor(Action a);
 std::optional<Action> parse_action(std::string_view name);

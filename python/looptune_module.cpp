@@ -59,10 +59,9 @@ Program schedule_of(const std::string &benchmark, const std::optional<std::strin
 }
 
 py::dict result_dict(const looptune::GuidedResult &r) {
-    std::vector<std::string> best, greedy, seed;
-    for (Action a : r.actions) best.push_back(action_name(a));
-    for (Action a : r.best_seed_actions) seed.push_back(action_name(a));
-    for (Action a : r.greedy.actions) greedy.push_back(action_name(a));
+    const std::vector<std::string> best = action_names(r.actions),
+                                   seed = action_names(r.best_seed_actions),
+                                   greedy = action_names(r.greedy.actions);
     py::dict d;
     d["program"] = serialize(r.best);
     d["gflops"] = r.best_gflops;
@@ -183,9 +182,7 @@ public:
     }
 
     std::vector<std::string> action_names() const {
-        std::vector<std::string> names;
-        for (Action a : env_->action_space().actions) names.push_back(action_name(a));
-        return names;
+        return looptool::action_names(env_->action_space().actions);
     }
 
     Environment &env() { return *env_; }
@@ -238,12 +235,7 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("graph", &Core::graph)
         .def("program", [](Core &c) { return serialize(c.env().program()); })
         .def("loop_tree", [](Core &c) { return dump(c.env().program()); })
-        .def("history",
-             [](Core &c) {
-                 std::vector<std::string> h;
-                 for (Action a : c.env().history()) h.push_back(action_name(a));
-                 return h;
-             })
+        .def("history", [](Core &c) { return action_names(c.env().history()); })
         .def(
             "verify",
             [](Core &c, double tolerance) {
@@ -331,10 +323,6 @@ PYBIND11_MODULE(_core, m) {
 
     m.def(
         "action_names",
-        [](const std::string &space) {
-            std::vector<std::string> names;
-            for (Action a : ActionSpace::preset(space).actions) names.push_back(action_name(a));
-            return names;
-        },
+        [](const std::string &space) { return action_names(ActionSpace::preset(space).actions); },
         py::arg("space") = "full");
 }
