@@ -152,12 +152,14 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
         // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.
-        // Below k = 1024, 16x16 mn instead of kb128: it was the fastest member on 8 of those
-        // 12 shapes (and 2 of 5 random ones with k = 512); with it and 4x64 nm the best seed
-        // went from 0.960x to 1.000x the fastest member there (worst 0.898x -> 1.000x), and
-        // from 0.982x to 0.995x on the k = 512 ones.
-        if (k >= 1024 && m > 16) tiles.push_back({8, 32, 128, "kmn"});
-        if (k >= 512 && k < 1024 && m > 16) tiles.push_back({16, 16, 0, "mn"});
+        if (k >= 512 && k < 1024 && m > 16) {
+            // 16x16 mn instead of kb128: it was the fastest member on 8 of 12 random shapes
+            // with k = 549-1011 (and 2 of 5 random ones with k = 512); with it and 4x64 nm the
+            // best seed went from 0.960x to 1.000x the fastest member there (worst 0.898x ->
+            // 1.000x), and from 0.982x to 0.995x on the k = 512 ones (docs/performance.md (w)).
+            tiles.push_back({16, 16, 0, "mn"});
+            tiles.push_back({8, 32, 256, "kmn"});
+        }
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
         // inside column panels. Every member side by side on 22 of the generator's random
         // shapes with k = 1077-3476 (a Zen 4 core, two processes, docs/performance.md (v)):
@@ -167,13 +169,13 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // (geomean; the worst shape from 0.62x to 0.97x); without 8x32 kb256 kmn too, the same.
         // (Each seed costs `tune` a compile and a few calls: on those shapes the seeds and the
         // greedy rollout alone fill the 0.5 s budget.)
-        if (k >= 512 && k < 1024 && m > 16) tiles.push_back({8, 32, 256, "kmn"});
         // Where k is a multiple of 1024, A's rows are 4 KB apart and a tile's rows all fall in
         // one L1 set: 16x16 mn ran at 0.47x the best member on 10 random shapes with such k
         // (and m a multiple of 8), 8x16 mn with A packed (rows interleaved by a register
         // transpose) at 0.97x; on mm128_768_3072 the packed one ran 106 GFLOPS, 8x16 mn 103,
         // 16x16 mn 51 (docs/performance.md (w)).
         if (k >= 1024 && m > 16) {
+            tiles.push_back({8, 32, 128, "kmn"});
             TileSchedule packed_a{8, 16, 0, "mn"};
             packed_a.pack_a = true;
             tiles.push_back(k % 1024 == 0 && m % 8 == 0 ? packed_a : TileSchedule{16, 16, 0, "mn"});
