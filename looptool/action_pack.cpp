@@ -45,6 +45,45 @@ std::vector<int> layout_vars(const Access &a) {
     return vars;
 }
 
+// P's dimensions (plan.dims) and cuts (plan.cut): the runs of T's variables in the nest's loop
+// order, a variable in two runs cut where the second starts. With `at_cursor`, a variable
+// walked above the cursor starts a new run at its first loop below it. nullptr when every cut
+// can be made.
+const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_cursor,
+                      PackPlan &plan) {
+    const Computation &c = *p.comp;
+    const Nest &nest = p.tree.nests[size_t(plan.nest)];
+    plan.dims.clear();
+    plan.cut.assign(c.vars.size(), 0);
+    std::vector<int> pieces(c.vars.size(), 0);
+    std::vector<bool> above(c.vars.size(), false);
+    for (size_t d = 0; d < nest.loops.size(); ++d) {
+        const int u = nest.loops[d].var;
+        if (!of_t[size_t(u)]) continue;
+        const bool new_run = at_cursor && int(d) >= plan.depth && above[size_t(u)];
+        if (int(d) < plan.depth)
+            above[size_t(u)] = true;
+        else
+            above[size_t(u)] = false;  // its run below the cursor has started
+        if (!new_run && !plan.dims.empty() && plan.dims.back().var == u) continue;
+        if (++pieces[size_t(u)] > 2)
+            return "the nest walks a variable of the input in three pieces";
+        if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
+        plan.dims.push_back({u, pieces[size_t(u)] == 2});
+    }
+    for (size_t u = 0; u < c.vars.size(); ++u) {
+        const int64_t cut = plan.cut[u], e = c.vars[u].extent;
+        if (cut == 0) continue;
+        if (e % cut != 0) return "the inner piece of a split variable does not divide its extent";
+        for (const Nest &n : p.tree.nests)
+            if (!cuts_at(n, int(u), cut)) return "a nest's loops cannot be cut where the pack cuts";
+        for (const char *suffix : {"_o", "_i"})
+            if (c.var_index(c.vars[u].name + suffix) >= 0)
+                return "a variable already has the name of a cut variable";
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
@@ -78,20 +117,10 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
         return "the packed copy would exceed the scratch limit (64 MB)";
     if (c.tensor_index(t.name + "_packed") >= 0) return "the input is packed already";
 
-    // P's dimensions: the runs of T's variables in the nest's loop order.
     std::vector<bool> of_t(c.vars.size(), false);
     const std::vector<int> layout = layout_vars(*read);
     for (int u : layout) of_t[size_t(u)] = true;
     plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
-    std::vector<int> pieces(c.vars.size(), 0);
-    for (size_t d = 0; d < nest.loops.size(); ++d) {
-        const int u = nest.loops[d].var;
-        if (!of_t[size_t(u)] || (!plan.dims.empty() && plan.dims.back().var == u)) continue;
-        if (++pieces[size_t(u)] > 2)
-            return "the nest walks a variable of the input in three pieces";
-        if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
-        plan.dims.push_back({u, pieces[size_t(u)] == 2});
-    }
     // Block by block when the loops above walk T in blocks (at least one of them does) and T
     // is walked below (else there is no block to copy).
     bool blocks = false, only_t = true, below = false;
@@ -103,20 +132,22 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
         below |= of_t[size_t(nest.loops[d].var)];
     plan.in_block = blocks && only_t && below;
+    if (const char *why = plan_dims(p, of_t, false, plan)) return why;
     bool reordered = plan.dims.size() != layout.size();
     for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
         reordered |= plan.dims[i].inner || plan.dims[i].var != layout[i];
     if (!reordered) return "the nest already walks the input in its own layout";
-
-    for (size_t u = 0; u < c.vars.size(); ++u) {
-        const int64_t cut = plan.cut[u], e = c.vars[u].extent;
-        if (cut == 0) continue;
-        if (e % cut != 0) return "the inner piece of a split variable does not divide its extent";
-        for (const Nest &n : p.tree.nests)
-            if (!cuts_at(n, int(u), cut)) return "a nest's loops cannot be cut where the pack cuts";
-        for (const char *suffix : {"_o", "_i"})
-            if (c.var_index(c.vars[u].name + suffix) >= 0)
-                return "a variable already has the name of a cut variable";
+    // Block by block, a variable walked both above the cursor and below (k in "nkm": k blocks
+    // outside, the block's k inside) is cut where the block starts too, so that the lowering
+    // keeps one block of P (lower_fold.h) instead of all of T's k: else each block is written
+    // to new lines of a P as large as T's k panel (1.2 MB for mm49_512_4608, beyond L2). The
+    // 4x64 kb128 nkm tile with B packed, on a Zen 4 core, side by side with oneDNN: 0.75x ->
+    // 0.80x on mm40_1088_3290, 0.80x -> 0.90x on mm128_768_3072 (the unpacked tile 0.86x,
+    // 0.89x; docs/performance.md (x)). Where that cut cannot be made (a third piece, an extent
+    // it does not divide), P is cut as before.
+    if (plan.in_block) {
+        PackPlan folded = plan;
+        if (plan_dims(p, of_t, true, folded) == nullptr) plan = std::move(folded);
     }
     return nullptr;
 }

@@ -10,7 +10,9 @@
 // When the loops above v walk T in blocks (each is over a variable of T, or runs once: a conv's
 // output-channel blocks), the copy nest shares them (Nest::shared): each block is copied right
 // before the loops below use it, while it is in cache, and the lowering keeps one block of P
-// (lower_fold.h). Otherwise the whole of T is copied before the nest.
+// (lower_fold.h): a variable walked both above and below (k blocks outside, the block's k
+// inside) is cut where the block starts, so that its outer piece folds away too. Otherwise the
+// whole of T is copied before the nest.
 //
 // P must be affine in the variables, so a variable of T that the nest walks in two separate
 // pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the

@@ -180,12 +180,24 @@ TEST(Pack, InsideKBlocksOfAMatmulTile) {
     Computation folded = *q.comp;
     EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: k_o"});
     expect_matches(q, *mm);
-    // "nkm": n blocks, then k blocks, both outside the m loop; k is walked in one piece
-    // around m, so the copy walks what the k block leaves.
+    // "nkm": n blocks, then k blocks, both outside the m loop, the block's k inside it: k is
+    // cut where the block starts as well, so the lowering keeps one 256 x 32 block of P, not
+    // one 512 x 32 panel per n block (a P as large as B's k, beyond L2 on deep shapes).
     s.outer = "nkm";
     q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
     ASSERT_EQ(q.tree.nests[0].shared, 2) << dump(q, true);
+    folded = *q.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: n_o, k_o"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{256, 32}));
     expect_matches(q, *mm);
+    // Where k's extent is not a multiple of the block, that cut cannot be made: B is packed as
+    // before, a panel per n block.
+    auto ragged = std::make_shared<Computation>(make_matmul(40, 128, 600));
+    q = apply_all(Program::naive(ragged), looptune::tile_actions(*ragged, s));
+    folded = *q.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: n_o"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{600, 32}));
+    expect_matches(q, *ragged);
 }
 
 // A whole pack of A cuts k where the tile's k blocks end; B is then read as B[256*k_o + k_i, n]
