@@ -206,7 +206,9 @@ std::vector<Given> read_schedules(const std::string &path) {
 }
 
 /// Every given schedule that applies to `c` and oneDNN, alternating round by round.
-void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit,
+/// With `unprefetched`, each also as that JIT compiles it (LowerOptions::prefetch_blocks off),
+/// named "NAME no-prefetch".
+void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit *unprefetched,
                    const MeasureOptions &o, int rounds, double tolerance, nlohmann::json &out) {
     std::vector<Side> sides;
     for (const Given &g : given) {
@@ -219,6 +221,10 @@ void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit,
         }
         sides.push_back({g.name, jit.compile(p).fn});
         verify(sides.back().fn, c, g.name, tolerance);
+        if (unprefetched) {
+            sides.push_back({g.name + " no-prefetch", unprefetched->compile(p).fn});
+            verify(sides.back().fn, c, sides.back().name, tolerance);
+        }
     }
     sides.push_back({"oneDNN", lb::onednn_kernel});
     verify(sides.back().fn, c, "oneDNN sgemm", tolerance);
@@ -243,7 +249,7 @@ int main(int argc, char **argv) {
     std::string suite = "all", shapes = "all", coretype = "SkylakeX";
     lb::SideBySide sides;
     double tolerance = 1;
-    bool list_family = false, layout = false;
+    bool list_family = false, layout = false, compare_prefetch = false;
     std::string schedules_path;
     app.add_option("--suite", suite, "naive, best or all");
     app.add_option("--shapes", shapes,
@@ -254,6 +260,9 @@ int main(int argc, char **argv) {
                    "Factor on the verification's forward error bound (docs/measurement.md)");
     app.add_option("--openblas-coretype", coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
     app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
+    app.add_flag("--compare-prefetch", compare_prefetch,
+                 "With --schedules: each schedule also compiled without the lowering's block "
+                 "prefetches (NAME no-prefetch), side by side");
     app.add_flag("--layout", layout,
                  "The family with the layout actions too (members with B packed)");
     app.add_option(
@@ -272,6 +281,9 @@ int main(int argc, char **argv) {
         const MeasureOptions full = sides.start(10);
         const int core = sides.core;
         auto jit = Jit::create();
+        JitOptions no_prefetch;
+        no_prefetch.lower.prefetch_blocks = false;
+        const auto unprefetched = compare_prefetch ? Jit::create(no_prefetch) : nullptr;
         const MeasureOptions quick = sides.quick(0.02, 2);
         const double peak = measure_peak_gflops(0.3).gflops;
 
@@ -308,7 +320,8 @@ int main(int argc, char **argv) {
                 continue;
             }
             if (!given.empty()) {
-                measure_given(given, c, *jit, full, sides.rounds, tolerance, out);
+                measure_given(given, c, *jit, unprefetched.get(), full, sides.rounds, tolerance,
+                              out);
                 continue;
             }
             if (suite == "naive" || suite == "all") {

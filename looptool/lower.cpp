@@ -1,7 +1,7 @@
 // The lowering pipeline (lower.h), one ordered list of steps in the manner of Halide's
-// lower_impl: validate -> elide copies -> fold scratch blocks -> plan each nest -> emit from
-// the plans -> zero outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each step logs
-// what it did to stderr.
+// lower_impl: validate -> elide copies -> fold scratch blocks -> plan each nest -> prefetch
+// -> emit from the plans -> zero outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each
+// step logs what it did to stderr.
 #include "looptool/lower.h"
 
 #include <fmt/format.h>
@@ -18,6 +18,7 @@
 #include "looptool/lower_fold.h"
 #include "looptool/lower_internal.h"
 #include "looptool/lower_plan.h"
+#include "looptool/lower_prefetch.h"
 #include "looptool/lower_runtime.h"
 #include "looptool/text_format.h"
 
@@ -58,13 +59,21 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     step("fold scratch", folded.empty() ? "none" : fmt::format("{}", fmt::join(folded, "; ")));
     const Computation &c = prog.comp;
 
-    const std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);
+    std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);
     LoweringSummary sum;
     sum.copy_elided = prog.elided;
     for (size_t n = 0; n < plans.size(); ++n) {
         sum.relaxed_nests += plans[n].mode != NestMode::Static;
         sum.generic_nests += plans[n].mode == NestMode::Generic;
         step("plan", fmt::format("nest {}: {}", n, describe(c, plans[n])));
+    }
+    if (options.prefetch_blocks) {
+        const std::vector<std::string> prefetched = plan_prefetches(c, plans);
+        sum.prefetched_reads = int(prefetched.size());
+        step("prefetch",
+             prefetched.empty() ? "none" : fmt::format("{}", fmt::join(prefetched, "; ")));
+    } else {
+        step("prefetch", "off");
     }
 
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);

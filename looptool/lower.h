@@ -39,6 +39,9 @@ struct LowerOptions {
     /// Leave the runtime functions kernels call (lower_runtime.h: the `pack` transpose) declared
     /// only, for a JIT that defines them once (Jit sets it); otherwise the module defines them.
     bool shared_runtime = false;
+    /// Prefetch the next block of an input a register tile walks block by block, where the
+    /// hardware does not (lower_prefetch.h).
+    bool prefetch_blocks = true;
 };
 
 /// What the lowering did, for tests and --verbose.
@@ -50,6 +53,7 @@ struct LoweringSummary {
     int generic_nests = 0;            ///< nests still over it: plain loops
     int64_t static_statements = 0;    ///< statement copies emitted in total
     int transposed_copies = 0;        ///< copy loops emitted as calls to the 16x16 transpose
+    int prefetched_reads = 0;         ///< reads whose next block is prefetched (lower_prefetch.h)
     std::vector<int> zeroed_tensors;  ///< tensors memset to zero at kernel entry
 };
 

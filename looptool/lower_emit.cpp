@@ -14,6 +14,8 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "looptool/error.h"
 #include "looptool/lower_runtime.h"
@@ -146,6 +148,7 @@ private:
         b_.CreateAlignedStore(v, addr(slot, st, extra), align_at(slot, st, extra));
     }
     Value *load(int slot, State &st, int vvar, int64_t w);
+    void prefetch(int slot, const State &st, int64_t off, int64_t w);
     /// `w` lanes `stride` apart from `off`; only the first `lanes` are read (the rest are
     /// zero for stride 1, poison otherwise) or written.
     Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, int64_t lanes);
@@ -172,6 +175,8 @@ private:
     std::vector<bool> &zero_started_;  // per statement: every emission was a zero-start tile
     LoweringSummary &sum_;
     Type *f32_, *i64_, *i32_;
+    /// The prefetches emitted: (block, pointer, offset), each once.
+    std::set<std::tuple<llvm::BasicBlock *, Value *, int64_t>> prefetched_;
 };
 
 int64_t NestEmitter::static_offset(int slot, const State &st) const {
@@ -236,7 +241,26 @@ void NestEmitter::store_lanes(int slot, State &st, int64_t off, int64_t w, int64
 
 Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
     int64_t stride = w > 1 ? plan_.slots[size_t(slot)].coef[size_t(vvar)] : 0;
-    return load_lanes(slot, st, static_offset(slot, st), w, stride, w > 1 ? st.lanes : 1);
+    const int64_t off = static_offset(slot, st);
+    if (stride == 1 && !plan_.prefetch.empty() && plan_.prefetch[size_t(slot)] != 0)
+        prefetch(slot, st, off + plan_.prefetch[size_t(slot)], w);
+    return load_lanes(slot, st, off, w, stride, w > 1 ? st.lanes : 1);
+}
+
+// The lines of `w` floats at `off` elements past the slot's pointer, into L2 (locality 2:
+// prefetcht1; on a Zen 4 core, the 4x64 kb128 nkm tile on mm64_1024_2048 ran 72 GFLOPS
+// without, 94 with prefetcht1, 92 with prefetcht2, 75 with prefetcht0, which evicts the block
+// in use from L1). Once per line, block and pointer: the unrolled rows of a tile load the same
+// vector of B. The address may lie past the tensor (the last block's next), so the GEP is not
+// inbounds; a prefetch never faults.
+void NestEmitter::prefetch(int slot, const State &st, int64_t off, int64_t w) {
+    for (int64_t line = 0; line < w; line += 16) {
+        const auto key = std::make_tuple(b_.GetInsertBlock(), st.ptr[size_t(slot)], off + line);
+        if (!prefetched_.insert(key).second) continue;
+        Value *p = b_.CreateGEP(f32_, st.ptr[size_t(slot)], b_.getInt64(uint64_t(off + line)));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                           {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    }
 }
 
 Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {

@@ -84,6 +84,9 @@ struct NestPlan {
     std::vector<int> region;       ///< per leaf statement: depth its register tile starts, or -1
     std::vector<bool> zero_start;  ///< per leaf statement: that tile starts at zero (no load)
     int64_t cost = 0;              ///< emission cost of `nest` (LowerOptions::max_emission_cost)
+    /// Per slot: prefetch, with each vector load, the lines this many elements ahead (the
+    /// same element in the next block; lower_prefetch.h), or 0. Empty: none.
+    std::vector<int64_t> prefetch;
 
     Expansion expansion(size_t depth, int64_t total) const {
         return expand(nest.loops[depth], total, inner[depth], vector_safe);

@@ -391,3 +391,38 @@ TEST(Jit, CacheIsBoundedAndEvictsTheLeastRecentlyUsed) {
     for (const Program &p : programs) EXPECT_TRUE(matches_reference(*jit, p));
     EXPECT_EQ(jit->cache_size(), 3u);
 }
+
+// A tile that walks B block by block ("4x64 kb128 nkm": n blocks, k blocks, the m tiles, then
+// the block's k) prefetches, with each load of B, the same row of the next k block, 128 rows
+// of B further: beyond the page, where the hardware's prefetchers stop (lower_prefetch.h).
+// Tiles whose next block is the next columns of the same rows (8x32 mn, 4x64 kb128 knm) have
+// none, nor does a kernel lowered with prefetch_blocks off. Prefetches change no result.
+TEST(Jit, ATileWalkingBlocksOfBPrefetchesTheNextKBlock) {
+    auto mm = std::make_shared<Computation>(make_matmul(40, 512, 600));  // k: 4 blocks + 88
+    auto lowered = [&](const looptune::TileSchedule &s, bool prefetch = true) {
+        Program p = Program::naive(mm);
+        for (Action a : looptune::tile_actions(*mm, s)) p = apply(p, a);
+        LowerOptions o;
+        o.prefetch_blocks = prefetch;
+        return std::make_pair(p, lower_to_llvm_ir(p, "k", o));
+    };
+    const auto [nkm, ir] = lowered({4, 64, 128, "nkm"});
+    EXPECT_EQ(ir.summary.prefetched_reads, 1);
+    // One prefetch per line of the 64-float row (4), 128 * 512 floats ahead (the GEP is not
+    // inbounds: the last block's next lies past B), read, into L2 (locality 2), data.
+    size_t calls = 0;
+    const std::string call = "call void @llvm.prefetch.p0(", args = ", i32 0, i32 2, i32 1)";
+    for (size_t at = ir.ir.find(call); at != std::string::npos; at = ir.ir.find(call, at + 1)) {
+        ++calls;
+        EXPECT_EQ(ir.ir.substr(ir.ir.find(')', at) + 1 - args.size(), args.size()), args);
+    }
+    EXPECT_EQ(calls, 8u) << ir.ir;  // in the full blocks' code and in the 88-row last block's
+    for (int line = 0; line < 4; ++line)
+        EXPECT_NE(ir.ir.find("i64 " + std::to_string(128 * 512 + 16 * line) + "\n"),
+                  std::string::npos)
+            << ir.ir;
+    EXPECT_TRUE(matches_reference(shared_jit(), nkm));
+    EXPECT_EQ(lowered({4, 64, 128, "nkm"}, false).second.summary.prefetched_reads, 0);
+    EXPECT_EQ(lowered({8, 32, 0, "mn"}).second.summary.prefetched_reads, 0);
+    EXPECT_EQ(lowered({4, 64, 128, "knm"}).second.summary.prefetched_reads, 0);
+}
