@@ -191,6 +191,13 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             tiles.push_back({m == 8 ? 8 : 4, m == 8 ? 32 : 64, 128, "kmn"});
             if (m <= 8) tiles.push_back({m == 8 ? 4 : 8, 64, 8, "kmn"});
         }
+        // B of 4 MB or more streamed by a few rows of A (1 < m <= 16): 4x64 with k blocks of
+        // 128 inside column panels, whose next block the lowering prefetches (lower_prefetch.h).
+        // On a Zen 4 core, side by side: mm8_4096_4096 65.6 GFLOPS against 56.4 for the best
+        // seed before (4x64 kb8 kmn) and 30.7 for oneDNN; mm8_11008_4096 74.8 against 60.6 and
+        // 30.1 (docs/performance.md (x)). Not for m = 1, where it ran at 0.4x kb8 kmn.
+        if (k >= 512 && m > 1 && m <= 16 && k * n >= (int64_t(1) << 20))
+            tiles.push_back({4, 64, 128, "nkm"});
         if (m >= 512 && n >= 512 && k >= 512) tiles.push_back({8, 32, 256, "knmN", true, 512});
         // B's rows 4 KB apart or more (n >= 1024): every row of a tile's k x 64 panel falls in
         // one L1 set and its own page; packed, the panel is contiguous. The copy costs 1/m of the

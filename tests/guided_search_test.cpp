@@ -392,9 +392,15 @@ TEST(GuidedSearch, ReductionsOfWholeKibiElementsSeedATileWithAPacked) {
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
     for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
-        EXPECT_FALSE(seed_names(make_matmul(8, 1024, 4096)).count(name))
+        EXPECT_FALSE(seed_names(make_matmul(8, 100, 4096)).count(name))
             << name;  // decode: m <= 16
     }
+    // Decode shapes whose B is 4 MB or more: 4x64 kb128 nkm (its next block prefetched), not
+    // for m = 1 (a GEMV) or a B that stays in L2 or L3.
+    EXPECT_TRUE(seed_names(make_matmul(8, 1024, 1024)).count("tile 4x64 kb128 nkm"));
+    EXPECT_TRUE(seed_names(make_matmul(5, 929, 4096)).count("tile 4x64 kb128 nkm"));
+    EXPECT_FALSE(seed_names(make_matmul(1, 4096, 4096)).count("tile 4x64 kb128 nkm"));
+    EXPECT_FALSE(seed_names(make_matmul(8, 1000, 1000)).count("tile 4x64 kb128 nkm"));
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
     // They replace the 8x32 tile's k blocks of 256 there.
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
