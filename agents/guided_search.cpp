@@ -158,7 +158,12 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // best seed went from 0.960x to 1.000x the fastest member there (worst 0.898x ->
             // 1.000x), and from 0.982x to 0.995x on the k = 512 ones (docs/performance.md (w)).
             tiles.push_back({16, 16, 0, "mn"});
-            tiles.push_back({8, 32, 256, "kmn"});
+            // 4x64 kb128 nkm (its next k block prefetched, lower_prefetch.h) instead of 8x32
+            // kb256 kmn: faster on 5 of 7 shapes side by side (mm128_2304_768: 0.95x oneDNN
+            // against 0.79x; 6 random ones with k = 525-931, both processes: 0.87-0.97x against
+            // 0.68-0.90x on 4, 0.02-0.03x slower on 2; docs/performance.md (x)).
+            tiles.push_back(
+                {n >= 64 ? 4 : 8, n >= 64 ? 64 : 32, n >= 64 ? 128 : 256, n >= 64 ? "nkm" : "kmn"});
         }
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
         // inside column panels. Every member side by side on 22 of the generator's random

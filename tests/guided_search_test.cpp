@@ -392,8 +392,7 @@ TEST(GuidedSearch, ReductionsOfWholeKibiElementsSeedATileWithAPacked) {
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
     for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
-        EXPECT_FALSE(seed_names(make_matmul(8, 100, 4096)).count(name))
-            << name;  // decode: m <= 16
+        EXPECT_FALSE(seed_names(make_matmul(8, 100, 4096)).count(name)) << name;  // decode: m <= 16
     }
     // Decode shapes whose B is 4 MB or more: 4x64 kb128 nkm (its next block prefetched), not
     // for m = 1 (a GEMV) or a B that stays in L2 or L3.
@@ -401,10 +400,12 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     EXPECT_TRUE(seed_names(make_matmul(5, 929, 4096)).count("tile 4x64 kb128 nkm"));
     EXPECT_FALSE(seed_names(make_matmul(1, 4096, 4096)).count("tile 4x64 kb128 nkm"));
     EXPECT_FALSE(seed_names(make_matmul(8, 1000, 1000)).count("tile 4x64 kb128 nkm"));
-    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
-    // They replace the 8x32 tile's k blocks of 256 there.
+    // They replace the 8x32 tile's k blocks of 256 there; below k = 1024, 4x64 kb128 nkm does
+    // where 64 columns fit.
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
-    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
+    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 40, 1000)).count("tile 8x32 kb256 kmn"));
     // From k = 512: 4x64 in column panels (nm), and below k = 1024 16x16 mn instead of the
     // 8x32 tile's k blocks of 128; below k = 512, or for decode shapes, as before.
     const std::set<std::string> k1000 = seed_names(make_matmul(45, 233, 1000));
