@@ -159,9 +159,10 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // 1.000x), and from 0.982x to 0.995x on the k = 512 ones (docs/performance.md (w)).
             tiles.push_back({16, 16, 0, "mn"});
             // 4x64 kb128 nkm (its next k block prefetched, lower_prefetch.h) instead of 8x32
-            // kb256 kmn: faster on 5 of 7 shapes side by side (mm128_2304_768: 0.95x oneDNN
-            // against 0.79x; 6 random ones with k = 525-931, both processes: 0.87-0.97x against
-            // 0.68-0.90x on 4, 0.02-0.03x slower on 2; docs/performance.md (x)).
+            // kb256 kmn: faster on 5 of 7 shapes side by side (mm128_2304_768: 0.95x and 0.91x
+            // oneDNN in two runs against 0.79x and 0.62x; 6 random ones with k = 525-931, both
+            // processes: 0.87-0.97x against 0.68-0.90x on 4, 0.02-0.03x slower on 2;
+            // docs/performance.md (x)).
             tiles.push_back(
                 {n >= 64 ? 4 : 8, n >= 64 ? 64 : 32, n >= 64 ? 128 : 256, n >= 64 ? "nkm" : "kmn"});
         }
@@ -203,9 +204,10 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         }
         // B of 4 MB or more streamed by a few rows of A (1 < m <= 16): 4x64 with k blocks of
         // 128 inside column panels, whose next block the lowering prefetches (lower_prefetch.h).
-        // On a Zen 4 core, side by side: mm8_4096_4096 65.6 GFLOPS against 56.4 for the best
-        // seed before (4x64 kb8 kmn) and 30.7 for oneDNN; mm8_11008_4096 74.8 against 60.6 and
-        // 30.1 (docs/performance.md (x)). Not for m = 1, where it ran at 0.4x kb8 kmn.
+        // On a Zen 4 core, side by side in two runs: mm8_4096_4096 65.6 and 62.5 GFLOPS against
+        // 56.4 and 43.2 for the best seed before (4x64 kb8 kmn) and 30.7 and 27.0 for oneDNN;
+        // mm8_11008_4096 74.8 and 72.2 against 60.6 and 40.8, oneDNN 30.1 and 28.1
+        // (docs/performance.md (x)). Not for m = 1, where it ran at 0.4x kb8 kmn.
         if (k >= 512 && m > 1 && m <= 16 && k * n >= (int64_t(1) << 20))
             tiles.push_back({4, 64, 128, "nkm"});
         if (m >= 512 && n >= 512 && k >= 512) tiles.push_back({8, 32, 256, "knmN", true, 512});

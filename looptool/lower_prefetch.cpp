@@ -24,8 +24,7 @@ std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestP
         for (size_t s = 0; s < p.slots.size(); ++s) {
             const Slot &slot = p.slots[s];
             if (c.tensors[size_t(slot.tensor)].kind == TensorKind::Output ||
-                c.tensors[size_t(slot.tensor)].kind == TensorKind::Temp ||
-                slot.coef[vvar] != 1)
+                c.tensors[size_t(slot.tensor)].kind == TensorKind::Temp || slot.coef[vvar] != 1)
                 continue;
             bool written = false;  // an output slot of the nest
             for (int o : p.out_slot) written |= int(s) == o;
@@ -40,8 +39,8 @@ std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestP
             const int64_t ahead = inner_coverage(p.nest, d) * slot.coef[size_t(u)];
             if (!block || std::llabs(ahead) < kPageFloats) continue;
             p.prefetch[s] = ahead;
-            log.push_back(fmt::format("nest {}: {} +{}", ni, c.tensors[size_t(slot.tensor)].name,
-                                      ahead));
+            log.push_back(
+                fmt::format("nest {}: {} +{}", ni, c.tensors[size_t(slot.tensor)].name, ahead));
         }
     }
     return log;
