@@ -149,6 +149,12 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // fastest member in geomean, 4x64 mn 0.89x; on the deeper random shapes 0.93-0.94x
         // against 0.84-0.88x.
         if (k >= 512 && m > 16 && n >= 32) tiles[1].outer = "nm";
+        // Wide rows of B (n >= 1024, m > 16), k not a multiple of 1024 (where A's 16 rows would
+        // fall in one L1 set): 16x16 nm instead of 8x16 nm. On 10 random such shapes (the n1024
+        // check of docs/performance.md (w)) the best seed went from 0.985x to 0.991x the best
+        // member (worst 0.945x -> 0.964x); `tile` found it on mm128_3072_768 (95.2 GFLOPS
+        // against 88.9 for `tune`; side by side 99.3 against the seeds' best 97.9; (x)).
+        if (n >= 1024 && m > 16 && k % 1024 != 0) tiles[2] = {16, 16, 0, "nm"};
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
         // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.

@@ -406,6 +406,10 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 40, 1000)).count("tile 8x32 kb256 kmn"));
+    // Wide rows of B: 16x16 nm for 8x16 nm, unless k is a multiple of 1024.
+    const std::set<std::string> wide = seed_names(make_matmul(128, 3072, 768));
+    EXPECT_TRUE(wide.count("tile 16x16 nm") && !wide.count("tile 8x16 nm"));
+    EXPECT_TRUE(seed_names(make_matmul(128, 3072, 1024)).count("tile 8x16 nm"));
     // From k = 512: 4x64 in column panels (nm), and below k = 1024 16x16 mn instead of the
     // 8x32 tile's k blocks of 128; below k = 512, or for decode shapes, as before.
     const std::set<std::string> k1000 = seed_names(make_matmul(45, 233, 1000));
