@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "looptool/error.h"
+#include "looptool/lower.h"
 
 namespace looptune {
 
@@ -245,7 +246,9 @@ std::string machine_fingerprint(double peak_gflops) {
     model = first == std::string::npos ? "unknown-cpu" : model.substr(first, last - first + 1);
     // Whole GFLOPS: the peak comes from the cached peak.json, so it is the same every run
     // on one machine, and the key stays readable.
-    return fmt::format("{}|peak={}", model, std::llround(peak_gflops));
+    // The kernel code's version too: a schedule's figure is its kernel's.
+    return fmt::format("{}|peak={}|code={}", model, std::llround(peak_gflops),
+                       looptool::kKernelCodeVersion);
 }
 
 MeasurementStore::MeasurementStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -23,8 +23,9 @@ struct StoredMeasurement {
     int64_t timestamp = 0;  ///< Unix seconds of the put; put() fills it in when 0
 };
 
-/// CPU model from /proc/cpuinfo and the peak rounded to whole GFLOPS, e.g.
-/// "AMD EPYC 9R45 96-Core Processor|peak=226".
+/// CPU model from /proc/cpuinfo, the peak rounded to whole GFLOPS and the version of the
+/// kernel code (looptool::kKernelCodeVersion), e.g. "AMD EPYC 9R45 96-Core
+/// Processor|peak=226|code=2".
 std::string machine_fingerprint(double peak_gflops);
 
 class MeasurementStore {

@@ -26,6 +26,11 @@
 
 namespace looptool {
 
+/// The version of the code the lowering generates for a schedule, part of the measurement
+/// store's machine fingerprint: bumped when an existing schedule's kernel changes, so that
+/// figures measured with the older code are not reused (2: the prefetch step, 2026-11-26).
+inline constexpr int kKernelCodeVersion = 2;
+
 struct LowerOptions {
     /// Compute `T += ...` straight into C when the next statement is the identity copy
     /// `C = T` and T is read nowhere else (LoopTune's matmul/conv structure).

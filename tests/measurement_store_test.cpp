@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "looptool/error.h"
+#include "looptool/lower.h"
 
 namespace looptune {
 namespace {
@@ -505,7 +506,9 @@ TEST_F(MeasurementStoreTest, MergeFromADamagedSourceLeavesNoDestination) {
 
 TEST(MachineFingerprint, NamesCpuAndRoundedPeak) {
     std::string f = machine_fingerprint(226.4);
-    EXPECT_NE(f.find("|peak=226"), std::string::npos) << f;
+    EXPECT_NE(f.find("|peak=226|code=" + std::to_string(looptool::kKernelCodeVersion)),
+              std::string::npos)
+        << f;
     EXPECT_EQ(f, machine_fingerprint(225.6));
     EXPECT_NE(f, machine_fingerprint(100.0));
     EXPECT_FALSE(f.starts_with("|"));
