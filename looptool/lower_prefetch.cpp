@@ -34,7 +34,9 @@ std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestP
             while (d >= 0 && slot.coef[size_t(loops[size_t(d)].var)] == 0) --d;
             if (d < 0) continue;
             const int u = loops[size_t(d)].var;
-            bool block = false;  // a loop below walks the same variable
+            // A loop below walks the same variable, or d is a loop a pack's copy shares with its
+            // user (each iteration copies a block).
+            bool block = d < p.nest.shared;
             for (size_t e = size_t(d) + 1; e < loops.size(); ++e) block |= loops[e].var == u;
             const int64_t ahead = inner_coverage(p.nest, d) * slot.coef[size_t(u)];
             if (!block || std::llabs(ahead) < kPageFloats) continue;

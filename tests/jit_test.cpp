@@ -425,4 +425,16 @@ TEST(Jit, ATileWalkingBlocksOfBPrefetchesTheNextKBlock) {
     EXPECT_EQ(lowered({4, 64, 128, "nkm"}, false).second.summary.prefetched_reads, 0);
     EXPECT_EQ(lowered({8, 32, 0, "mn"}).second.summary.prefetched_reads, 0);
     EXPECT_EQ(lowered({4, 64, 128, "knm"}).second.summary.prefetched_reads, 0);
+    // With B packed block by block (k a multiple of the block, so k is cut into k_o and k_i),
+    // the copy nest reads B and prefetches its next block: its shared loops walk the blocks.
+    auto cut = std::make_shared<Computation>(make_matmul(40, 512, 512));
+    looptune::TileSchedule packed{4, 64, 128, "nkm"};
+    packed.pack = true;
+    Program p = Program::naive(cut);
+    for (Action a : looptune::tile_actions(*cut, packed)) p = apply(p, a);
+    ASSERT_GT(p.tree.nests[0].shared, 0) << dump(p);
+    const LoweredIR packed_ir = lower_to_llvm_ir(p, "k");
+    EXPECT_EQ(packed_ir.summary.prefetched_reads, 1);
+    EXPECT_NE(packed_ir.ir.find("i64 " + std::to_string(128 * 512) + "\n"), std::string::npos);
+    EXPECT_TRUE(matches_reference(shared_jit(), p));
 }
