@@ -169,8 +169,8 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // oneDNN in two runs against 0.79x and 0.62x; 6 random ones with k = 525-931, both
             // processes: 0.87-0.97x against 0.68-0.90x on 4, 0.02-0.03x slower on 2;
             // docs/performance.md (x)).
-            tiles.push_back(
-                {n >= 64 ? 4 : 8, n >= 64 ? 64 : 32, n >= 64 ? 128 : 256, n >= 64 ? "nkm" : "kmn"});
+            tiles.push_back(n >= 64 ? TileSchedule{4, 64, 128, "nkm"}
+                                    : TileSchedule{8, 32, 256, "kmn"});
         }
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
         // inside column panels. Every member side by side on 22 of the generator's random

@@ -61,10 +61,7 @@ const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_c
         const int u = nest.loops[d].var;
         if (!of_t[size_t(u)]) continue;
         const bool new_run = at_cursor && int(d) >= plan.depth && above[size_t(u)];
-        if (int(d) < plan.depth)
-            above[size_t(u)] = true;
-        else
-            above[size_t(u)] = false;  // its run below the cursor has started
+        above[size_t(u)] = int(d) < plan.depth;  // below: its run there has started
         if (!new_run && !plan.dims.empty() && plan.dims.back().var == u) continue;
         if (++pieces[size_t(u)] > 2)
             return "the nest walks a variable of the input in three pieces";
