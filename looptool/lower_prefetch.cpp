@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace looptool::detail {
@@ -23,12 +24,14 @@ std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestP
         if (r <= 0) continue;
         for (size_t s = 0; s < p.slots.size(); ++s) {
             const Slot &slot = p.slots[s];
-            if (c.tensors[size_t(slot.tensor)].kind == TensorKind::Output ||
-                c.tensors[size_t(slot.tensor)].kind == TensorKind::Temp || slot.coef[vvar] != 1)
+            // An input, or a pack's copy of one where the nest reads it (the copy nest writes
+            // it), as unit-stride vectors.
+            const TensorKind kind = c.tensors[size_t(slot.tensor)].kind;
+            const bool written =
+                std::find(p.out_slot.begin(), p.out_slot.end(), int(s)) != p.out_slot.end();
+            if ((kind != TensorKind::Input && kind != TensorKind::Scratch) || written ||
+                slot.coef[vvar] != 1)
                 continue;
-            bool written = false;  // an output slot of the nest
-            for (int o : p.out_slot) written |= int(s) == o;
-            if (written) continue;
             // The innermost loop above the reduction loop that moves the read.
             int d = r - 1;
             while (d >= 0 && slot.coef[size_t(loops[size_t(d)].var)] == 0) --d;
