@@ -20,17 +20,27 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
                                          double best_gflops) {
     looptool::MeasureOptions o = configured;
     o.warmup = std::min(o.warmup, 1);
-    o.min_runs = std::min(o.min_runs, 3);
-    o.max_runs = std::max(o.max_runs, o.min_runs);
-    if (best_gflops > 0 && flops > 0) {
-        const double best_s = flops / (best_gflops * 1e9);
-        const double bound = std::max(kBoundCalls * best_s, 2 * o.min_time_s + 0.005);
-        o.time_cap_s = std::min(o.time_cap_s, bound);
-        // One call longer than kFirstCallCalls of the best's says as much, without waiting for
-        // the cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
-        const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
-        if (first < o.time_cap_s) o.first_call_cap_s = first;
+    if (!(best_gflops > 0 && flops > 0)) {
+        o.min_runs = std::min(o.min_runs, 1);
+        return o;
     }
+    o.min_runs = std::min(o.min_runs, 3);
+    const double best_s = flops / (best_gflops * 1e9);
+    const double bound = std::max(kBoundCalls * best_s, 2 * o.min_time_s + 0.005);
+    o.time_cap_s = std::min(o.time_cap_s, bound);
+    // One call longer than kFirstCallCalls of the best's says as much, without waiting for
+    // the cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
+    const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
+    if (first < o.time_cap_s) o.first_call_cap_s = first;
+    return fewer_long_calls(o, best_s);
+}
+
+looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s) {
+    if (!(call_s > 0)) return o;
+    const double needed = std::max(1.0, std::ceil(o.min_time_s / call_s));
+    if (needed >= double(o.min_runs)) return o;
+    o.min_runs = int(needed);
+    o.warmup = std::min(o.warmup, call_s >= o.min_time_s ? 0 : 1);
     return o;
 }
 
@@ -269,10 +279,15 @@ public:
     /// of a 0.5 s budget.)
     double finals_reserve() const {
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
-        const looptool::MeasureOptions &m = env_.config().measure;
         const double call_s = flops_ / (best_gflops_ * 1e9);
+        const looptool::MeasureOptions m = finals_options(call_s);
         return (kFinalists + 2) *  // the finalists, the greedy rollout's best, the best seed
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
+    }
+
+    /// The configured protocol, with fewer calls when a call is long (fewer_long_calls()).
+    looptool::MeasureOptions finals_options(double call_s) const {
+        return fewer_long_calls(env_.config().measure, call_s);
     }
 
     /// The best few distinct schedules, and the greedy rollout's best (so the result is never
@@ -317,6 +332,9 @@ public:
             again[f] =
                 !(env_.cut_short(nodes_[finals[f]].program) && 2 * nodes_[finals[f]].gflops < top);
         env_.reset_measure_options();
+        // (With fewer calls than configured the figures are not the store's to keep.)
+        const looptool::MeasureOptions fin = finals_options(flops_ / (best_gflops_ * 1e9));
+        if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
         size_t win = finals.front();
         for (size_t f = 0; f < finals.size(); ++f) {
             if (!again[f]) continue;

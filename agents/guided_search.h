@@ -67,8 +67,18 @@ inline constexpr double kMinFirstCallCapS = 0.001;
 /// And the first call is capped at kFirstCallCalls of the best's (at least kMinFirstCallCapS):
 /// a state whose one call takes longer cannot win and is cut there, not at the cap.
 /// Slow intermediate states thus cost a few of the best's call times, not up to the cap.
+/// Where the best's calls are long, fewer of them (fewer_long_calls()). Without a best (the
+/// search's first measurement) the minimum time alone sets the number of calls.
 looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
                                          double best_gflops);
+
+/// `o` with no more timed calls than its minimum time needs when a call takes `call_s` (at
+/// least one), and one warm-up, or none when one call fills the minimum time alone (a cold
+/// start is then a small part of it); `o` itself when its calls fit in the minimum time. A
+/// 2048^3 matmul takes 0.16 s a call: with three timed calls per state and the configured
+/// protocol (3 warm-ups, 10 calls) for its five finalists, `tune` took 13 s of a 0.5 s budget
+/// (docs/performance.md (y)).
+looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s);
 
 struct GuidedResult {
     looptool::Program best;
@@ -110,8 +120,8 @@ int guided_step_limit(const looptool::Computation &c, int policy_steps);
 /// The longest seed guided_step_limit() makes room for.
 inline constexpr int kSeedSteps = 96;
 /// With bounded measurements, the best few distinct schedules (and the greedy rollout's best and
-/// the best seed) are measured again with the configured protocol at the end; the budget keeps time
-/// for it.
+/// the best seed) are measured again with the configured protocol at the end (with fewer calls
+/// when a call is long: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
 
 /// A starting point of the search: a member of the `tile` template (or a dot product), as

@@ -259,18 +259,25 @@ TEST(GuidedSearch, OnARowBandNoSeedSweepsEveryRowOncePerSmallBlockOfOutputChanne
 TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
     const MeasureOptions configured{
         .warmup = 2, .min_runs = 5, .min_time_s = 0.01, .max_runs = 1000, .time_cap_s = 1.0};
-    MeasureOptions o = bounded_options(configured, 2e9, 0);  // no best yet: the configured cap
+    // No best yet: the configured cap, no first-call cap, calls until the minimum time.
+    MeasureOptions o = bounded_options(configured, 2e9, 0);
     EXPECT_EQ(o.warmup, 1);
-    EXPECT_EQ(o.min_runs, 3);
+    EXPECT_EQ(o.min_runs, 1);
     EXPECT_EQ(o.min_time_s, 0.01);
     EXPECT_EQ(o.time_cap_s, 1.0);
-    EXPECT_EQ(o.first_call_cap_s, 0);           // nor a first-call cap
-    o = bounded_options(configured, 2e9, 100);  // the best takes 20 ms a call
+    EXPECT_EQ(o.first_call_cap_s, 0);
+    // The best takes 20 ms a call, more than the minimum time: one call, no warm-up.
+    o = bounded_options(configured, 2e9, 100);
     EXPECT_NEAR(o.time_cap_s, kBoundCalls * 0.02, 1e-12);
     EXPECT_NEAR(o.first_call_cap_s, kFirstCallCalls * 0.02, 1e-12);  // a first call over 40 ms
-    o = bounded_options(configured, 2e8, 100);  // 2 ms a call: the cap's floor is 25 ms
+    EXPECT_EQ(o.warmup, 0);
+    EXPECT_EQ(o.min_runs, 1);
+    // 2 ms a call: the cap's floor is 25 ms; a warm-up and three calls.
+    o = bounded_options(configured, 2e8, 100);
     EXPECT_NEAR(o.time_cap_s, 0.025, 1e-12);
     EXPECT_NEAR(o.first_call_cap_s, kFirstCallCalls * 0.002, 1e-12);  // one call: 4 ms
+    EXPECT_EQ(o.warmup, 1);
+    EXPECT_EQ(o.min_runs, 3);
     o = bounded_options(configured, 2e6, 100);  // 20 us a call: a cold first call is not cut
     EXPECT_EQ(o.first_call_cap_s, kMinFirstCallCapS);
     o = bounded_options(configured, 2e9, 1);  // 2 s a call: never above the configured cap
@@ -282,6 +289,25 @@ TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
     EXPECT_EQ(o.warmup, 0);
     EXPECT_EQ(o.min_runs, 1);
     EXPECT_EQ(o.max_runs, 1);
+}
+
+TEST(GuidedSearch, LongCallsAreMeasuredWithFewerCalls) {
+    const MeasureOptions configured{.warmup = 3, .min_runs = 10, .min_time_s = 0.05};
+    // 1 ms a call: ten calls take less than the minimum time; as configured.
+    MeasureOptions o = fewer_long_calls(configured, 0.001);
+    EXPECT_EQ(o.warmup, 3);
+    EXPECT_EQ(o.min_runs, 10);
+    // 20 ms: three calls fill 50 ms, after one warm-up.
+    o = fewer_long_calls(configured, 0.02);
+    EXPECT_EQ(o.warmup, 1);
+    EXPECT_EQ(o.min_runs, 3);
+    // 0.16 s (a 2048^3 matmul): one call, no warm-up.
+    o = fewer_long_calls(configured, 0.16);
+    EXPECT_EQ(o.warmup, 0);
+    EXPECT_EQ(o.min_runs, 1);
+    EXPECT_EQ(o.time_cap_s, configured.time_cap_s);
+    // Unknown (no figure yet): as configured.
+    EXPECT_EQ(fewer_long_calls(configured, 0).min_runs, 10);
 }
 
 TEST(GuidedSearch, TheEnvironmentGetsItsConfiguredProtocolBack) {
