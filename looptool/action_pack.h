@@ -18,6 +18,8 @@
 // pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the
 // computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
 // cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent.
+// Where no such cut can be made (or T is walked in its own layout) but T's rows do not start
+// cache lines, P keeps T's layout with its rows padded to a line (PackPlan::pad).
 #pragma once
 
 #include "looptool/loop_tree.h"
@@ -39,7 +41,15 @@ struct PackPlan {
     /// they walk T in blocks: each loop there is over a variable of T or runs once. Else the
     /// whole of T is copied before the nest.
     bool in_block = false;
+    /// P keeps T's layout with its rows padded to a multiple of kPackRowAlign elements: where T
+    /// cannot be reordered (the cut does not divide a variable's extent, or the nest walks T in
+    /// its own layout) but its rows are not 64-byte aligned. No variable is cut (dims: T's).
+    bool pad = false;
 };
+
+/// Elements a padded P's rows are rounded up to (PackPlan::pad): 64 bytes, one line, so that
+/// every row starts a line and a 16-float vector load at a multiple of 16 never crosses one.
+inline constexpr int64_t kPackRowAlign = 16;
 
 /// nullptr when `pack` is legal at loop `depth` of nest `nest` (and fills `plan`); else why not.
 const char *pack_plan(const Program &p, int nest, int depth, PackPlan &plan);

@@ -251,8 +251,9 @@ TEST(Pack, IllegalWhereNothingWouldChangeOrTheCutDoesNotDivide) {
     naive.cursor = 1;  // k: both inputs use it
     EXPECT_STREQ(why_illegal(naive, Action::Pack),
                  "no input of the nest is invariant in this loop");
-    // n = 40 in 32-wide panels: the cut does not divide n.
-    Program odd = apply_all(tests::matmul_program(16, 40, 8), kTileToMBlocks);
+    // n = 48 in 32-wide panels: the cut does not divide n (and B's rows, 192 bytes, start
+    // lines already: nothing to pad).
+    Program odd = apply_all(tests::matmul_program(16, 48, 8), kTileToMBlocks);
     EXPECT_STREQ(why_illegal(odd, Action::Pack),
                  "the inner piece of a split variable does not divide its extent");
     // Once packed, B is read only by the copy nest: a second pack of it is illegal there.
@@ -260,6 +261,56 @@ TEST(Pack, IllegalWhereNothingWouldChangeOrTheCutDoesNotDivide) {
     EXPECT_NE(why_illegal(q, Action::Pack), nullptr);
     EXPECT_EQ(ActionSpace::preset("full").index_of(Action::Pack), -1);
     EXPECT_GE(ActionSpace::preset("layout").index_of(Action::Pack), 0);
+}
+
+// n = 40: the 32-wide panels do not divide it, and B's rows (160 bytes) do not start lines.
+// B is copied in its own layout with its rows padded to 16 floats (64 bytes): every row of
+// the copy starts a line. Nothing is cut; inside the n blocks, block by block.
+TEST(Pack, PadsRowsThatDoNotStartALineWhereTheCutCannotBeMade) {
+    auto c = std::make_shared<Computation>(make_matmul(16, 40, 8));
+    Program p = apply_all(Program::naive(c), kTileToMBlocks);  // n (1 r 8), m, k, m', n'
+    ASSERT_EQ(why_illegal(p, Action::Pack), nullptr) << why_illegal(p, Action::Pack);
+    Program q = apply(p, Action::Pack);
+    const Computation &k = *q.comp;
+    EXPECT_EQ(k.vars, c->vars);
+    EXPECT_EQ(k.tensors.back().shape, (std::vector<int64_t>{8, 48}));
+    EXPECT_EQ(format_stmt(k, k.stmts[0]), "B_packed[k, n] = B[k, n]");
+    EXPECT_EQ(format_stmt(k, k.stmts[1]), "T[m, n] += A[m, k] * B_packed[k, n]");
+    EXPECT_EQ(q.tree.nests[0].shared, 1);  // inside the n blocks
+    expect_matches(q, *c);
+    for (Action a : {Action::Down, Action::Down, Action::Unroll, Action::Down, Action::Vectorize}) {
+        q = apply(q, a);
+        expect_matches(q, *c);
+    }
+    EXPECT_TRUE(parse_program(serialize(q)).same_as(q));
+    // The naive m, k, n nest walks B in its own layout: under m the whole of B is copied
+    // before the nest, padded, its rows (100 floats, longer than a vector) 16 floats at a time.
+    auto wide = std::make_shared<Computation>(make_matmul(5, 100, 7));
+    Program w = Program::naive(wide);
+    ASSERT_EQ(why_illegal(w, Action::Pack), nullptr) << why_illegal(w, Action::Pack);
+    Program whole = apply(w, Action::Pack);
+    EXPECT_EQ(whole.comp->tensors.back().shape, (std::vector<int64_t>{7, 112}));
+    const Nest &copy = whole.tree.nests[0];
+    EXPECT_EQ(copy.shared, 0);
+    ASSERT_EQ(copy.loops.size(), 3u);  // k, n (6 r 4), n' (16, vectorized)
+    EXPECT_EQ(copy.loops[1].size, 6);
+    EXPECT_EQ(copy.loops[1].tail, 4);
+    EXPECT_EQ(copy.loops[2].size, 16);
+    EXPECT_TRUE(copy.loops[2].vectorize);
+    expect_matches(whole, *wide);
+    // Every packed member of the `tile` family on a shape whose n no panel divides and whose
+    // rows do not start lines (m and k ragged too).
+    auto odd = std::make_shared<Computation>(make_matmul(37, 100, 300));
+    int packed = 0;
+    for (const looptune::TileSchedule &s : looptune::schedule_family(37, 100, 300, true)) {
+        if (!s.pack) continue;
+        const auto actions = looptune::tile_actions(*odd, s);
+        const Program t = apply_all(Program::naive(odd), actions);
+        EXPECT_EQ(t.comp->tensors.back().shape.back(), 112) << s.name();
+        expect_matches(t, *odd);
+        ++packed;
+    }
+    EXPECT_EQ(packed, 10);
 }
 
 // Random walks of the `layout` space after a pack (further packs, splits, swaps, merges,
