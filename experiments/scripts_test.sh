@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
-# shapes, and their errors. Usage: scripts_test.sh BUILD_DIR
+# shapes, compare_ratios.py on a small results.csv, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +27,25 @@ grep -q "^| 8x32 mn | " "$tmp/cov/coverage.md" || fail "family_coverage.py: no 8
 grep -q "^Seeds \['4x32 mn', '8x32 mn'\]: best seed / best member, geomean" "$tmp/cov/coverage.md" ||
     fail "family_coverage.py: no seed summary"
 
+# compare_ratios.py on a results.csv of two shapes: medians of the judged rounds, worst first.
+cat > "$tmp/results.csv" <<'CSV'
+benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,judged_gflops,error
+mmA,policy,50,0,0,0.4,1,,,40 50 60,
+mmA,onednn,100,0,0,0,0,,,100 100 90,
+mmB,policy,90,0,0,0.6,1,,,90 80 95,
+mmB,onednn,45,0,0,0,0,,,45 45 45,
+CSV
+"$py" "$here/compare_ratios.py" "$tmp/results.csv" > "$tmp/ratios" 2>&1 ||
+    fail "compare_ratios.py: $(tail -1 "$tmp/ratios")"
+sed -n 2p "$tmp/ratios" | grep -q "^mmA .* 0.500 " || fail "compare_ratios.py: $(cat "$tmp/ratios")"
+grep -q "^2 shapes: policy / onednn geomean 1.000, lowest 0.500 (mmA); policy seconds median 0.500, max 0.600$" \
+    "$tmp/ratios" || fail "compare_ratios.py: $(tail -1 "$tmp/ratios")"
+
 # Errors: one line, a non-zero exit, no traceback.
+if "$py" "$here/compare_ratios.py" "$here/scripts_test.sh" > "$tmp/e0" 2>&1; then
+    fail "compare_ratios.py accepted a file that is not a results.csv"
+fi
+grep -q "not compare's results.csv" "$tmp/e0" && ! grep -q Traceback "$tmp/e0" || fail "$(cat "$tmp/e0")"
 if "$py" "$here/policy_gain.py" --dataset "$tmp/nowhere" --out "$tmp/x" --build "$build" \
     > "$tmp/e1" 2>&1; then fail "a missing dataset was accepted"; fi
 grep -q "not a directory" "$tmp/e1" && ! grep -q Traceback "$tmp/e1" || fail "$(cat "$tmp/e1")"
