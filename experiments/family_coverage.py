@@ -6,11 +6,12 @@ are timed in alternating rounds in one `matmul_bench --schedules` process, and t
 `--processes` separate processes (buffer placement moves some kernels by 30% from one process
 to the next). A member's figure on a shape is its worst over the processes, relative to
 oneDNN in the same process; members are ranked by the geomean over shapes of that figure over
-the best member's. `--seeds` names a seed set ("8x32 mn;4x64 mn;..."), and the report says how
-close its best member comes to the best of all, per shape and in geomean.
+the best member's. `--seeds` names a seed set ("8x32 mn;4x64 mn;..."), or `--tune-json` gives
+`looptool tune --json`'s output for the shapes (each shape's own seeds), and the report says how
+close the best seed comes to the best of all, per shape and in geomean.
 
     experiments/family_coverage.py --shapes mm45_233_1963,mm72_400_1314 --out OUT \\
-        [--processes 2] [--rounds 3] [--core 1] [--seeds "8x32 mn;16x16 mn"]
+        [--processes 2] [--rounds 3] [--core 1] [--seeds "8x32 mn;16x16 mn" | --tune-json T]
 
 Writes OUT/<shape>.<process>.json (matmul_bench's figures) and OUT/coverage.md; a shape
 whose files exist is not measured again.
@@ -33,7 +34,18 @@ def main():
     ap.add_argument("--core", type=int, default=1)
     ap.add_argument("--build", default="build")
     ap.add_argument("--seeds", default="", help="member names separated by ';'")
+    ap.add_argument("--tune-json", default="",
+                    help="`looptool tune --json` output for these shapes: each shape's own seeds "
+                         "(instead of --seeds)")
     a = ap.parse_args()
+    per_shape = {}  # shape -> its seeds, from tune's JSON
+    if a.tune_json:
+        try:
+            doc = json.load(open(a.tune_json))
+            for r in doc["results"] if isinstance(doc, dict) else doc:
+                per_shape[r["benchmark"]] = {x["name"].removeprefix("tile ") for x in r["seeds"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"error: {a.tune_json}: not tune's --json output ({e})")
     bench = os.path.join(a.build, "benchmarks", "matmul_bench")
     if not os.access(bench, os.X_OK):
         sys.exit(f"error: {bench}: not built")
@@ -99,6 +111,8 @@ def main():
             rank.append((gm(v), min(v), sum(rel[s][m] == max(rel[s].values()) for s in shapes), m))
     rank.sort(reverse=True)
     seeds = {x.strip() for x in a.seeds.split(";") if x.strip()}
+    def seeds_of(shape):
+        return per_shape.get(shape, set()) if per_shape else seeds
     with open(os.path.join(a.out, "coverage.md"), "w") as f:
         f.write(f"# Members side by side on {len(shapes)} shapes ({a.processes} processes, "
                 f"{a.rounds} rounds each; worst process, over oneDNN)\n\n")
@@ -106,21 +120,23 @@ def main():
                 "|---|---:|---:|---:|\n")
         for g, w, wins, m in rank:
             f.write(f"| {m} | {g:.3f} | {w:.3f} | {wins} |\n")
-        f.write("\n| shape | best member | / oneDNN |" + (" best seed | seed / best |" if seeds else "")
-                + "\n|---|---|---:|" + ("---|---:|" if seeds else "") + "\n")
+        report = bool(seeds or per_shape)
+        f.write("\n| shape | best member | / oneDNN |" + (" best seed | seed / best |" if report else "")
+                + "\n|---|---|---:|" + ("---|---:|" if report else "") + "\n")
         cover = []
         for s in shapes:
             best = max(rel[s], key=rel[s].get)
             row = f"| {s} | {best} | {rel[s][best]:.2f} |"
-            if seeds:
-                sd = [m for m in rel[s] if m in seeds]
+            if report:
+                sd = [m for m in rel[s] if m in seeds_of(s)]
                 b = max(sd, key=rel[s].get) if sd else "-"
                 c = rel[s][b] / rel[s][best] if sd else 0.0
                 cover.append(max(c, 1e-3))
                 row += f" {b} | {c:.3f} |"
             f.write(row + "\n")
-        if seeds:
-            f.write(f"\nSeeds {sorted(seeds)}: best seed / best member, geomean {gm(cover):.3f}, "
+        if report:
+            which = f"each shape's seeds in {a.tune_json}" if per_shape else f"Seeds {sorted(seeds)}"
+            f.write(f"\n{which}: best seed / best member, geomean {gm(cover):.3f}, "
                     f"worst {min(cover):.3f}, below 0.95 on {sum(c < 0.95 for c in cover)}\n")
     print(open(os.path.join(a.out, "coverage.md")).read())
 

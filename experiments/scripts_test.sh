@@ -26,6 +26,15 @@ PY
 grep -q "^| 8x32 mn | " "$tmp/cov/coverage.md" || fail "family_coverage.py: no 8x32 mn row"
 grep -q "^Seeds \['4x32 mn', '8x32 mn'\]: best seed / best member, geomean" "$tmp/cov/coverage.md" ||
     fail "family_coverage.py: no seed summary"
+# Each shape's own seeds from tune's --json (the figures are on file: not measured again).
+echo '{"results": [{"benchmark": "mm24_32_48", "seeds": [{"name": "tile 8x32 mn", "gflops": 1}]}]}' \
+    > "$tmp/tune.json"
+"$py" "$here/family_coverage.py" --shapes mm24_32_48 --out "$tmp/cov" --processes 1 \
+    --build "$build" --tune-json "$tmp/tune.json" > "$tmp/cov2.log" 2>&1 ||
+    fail "family_coverage.py --tune-json: $(tail -1 "$tmp/cov2.log")"
+grep -q "^| mm24_32_48 | .* | 8x32 mn | " "$tmp/cov/coverage.md" &&
+    grep -q "^each shape's seeds in $tmp/tune.json: best seed / best member" "$tmp/cov/coverage.md" ||
+    fail "family_coverage.py --tune-json: $(tail -3 "$tmp/cov/coverage.md")"
 
 # compare_ratios.py on a results.csv of two shapes: medians of the judged rounds, worst first.
 cat > "$tmp/results.csv" <<'CSV'
