@@ -32,12 +32,12 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
     // the cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
     const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
     if (first < o.time_cap_s) o.first_call_cap_s = first;
-    return fewer_long_calls(o, best_s);
+    return fewer_long_calls(o, best_s, 1);
 }
 
-looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s) {
+looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least) {
     if (!(call_s > 0)) return o;
-    const double needed = std::max(1.0, std::ceil(o.min_time_s / call_s));
+    const double needed = std::max(double(least), std::ceil(o.min_time_s / call_s));
     if (needed >= double(o.min_runs)) return o;
     o.min_runs = int(needed);
     o.warmup = std::min(o.warmup, call_s >= o.min_time_s ? 0 : 1);
@@ -234,6 +234,15 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         if (n >= 1024 && m >= 32) {
             tiles.push_back({4, 64, 0, "nm", true, 0, true});
             if (k >= 2048) tiles.push_back({8, 32, 256, "nkm", true, 0, true});
+            // Where B's rows do not start lines (16 does not divide n: most shapes) and k <
+            // 1024, also 8x16 mn with a copy of B whose rows are padded to one (`pack`'s padded
+            // rows). Every member side by side on 12 random such shapes (a Zen 4 core, two
+            // processes, docs/performance.md (y)): it was the closest to the fastest (0.963x in
+            // geomean; unpacked 0.872x), and the best seed went from 0.973x to 0.995x the
+            // fastest member (worst 0.933x -> 0.982x); on 12 other random shapes, 0.945x ->
+            // 0.984x, the fastest member on 5 of them. Not for deeper k (0.20-0.82x the fastest
+            // on three shapes with k = 1536-2298, where 4x64 kb128 nkm leads).
+            if (n % 16 != 0 && k < 1024) tiles.push_back({8, 16, 0, "mn", true, 0, true});
         }
         for (const TileSchedule &t : tiles) {
             try {
@@ -287,7 +296,7 @@ public:
 
     /// The configured protocol, with fewer calls when a call is long (fewer_long_calls()).
     looptool::MeasureOptions finals_options(double call_s) const {
-        return fewer_long_calls(env_.config().measure, call_s);
+        return fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
     }
 
     /// The best few distinct schedules, and the greedy rollout's best (so the result is never

@@ -73,12 +73,13 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
                                          double best_gflops);
 
 /// `o` with no more timed calls than its minimum time needs when a call takes `call_s` (at
-/// least one), and one warm-up, or none when one call fills the minimum time alone (a cold
+/// least `least`), and one warm-up, or none when one call fills the minimum time alone (a cold
 /// start is then a small part of it); `o` itself when its calls fit in the minimum time. A
 /// 2048^3 matmul takes 0.16 s a call: with three timed calls per state and the configured
-/// protocol (3 warm-ups, 10 calls) for its five finalists, `tune` took 13 s of a 0.5 s budget
-/// (docs/performance.md (y)).
-looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s);
+/// protocol for its five finalists, `tune` took 13 s of a 0.5 s budget (docs/performance.md (y)).
+looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least);
+/// Timed calls of a finalist at least (fewer_long_calls()): its figure is a median of three.
+inline constexpr int kFinalCalls = 3;
 
 struct GuidedResult {
     looptool::Program best;
@@ -121,7 +122,7 @@ int guided_step_limit(const looptool::Computation &c, int policy_steps);
 inline constexpr int kSeedSteps = 96;
 /// With bounded measurements, the best few distinct schedules (and the greedy rollout's best and
 /// the best seed) are measured again with the configured protocol at the end (with fewer calls
-/// when a call is long: fewer_long_calls()); the budget keeps time for it.
+/// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
 
 /// A starting point of the search: a member of the `tile` template (or a dot product), as

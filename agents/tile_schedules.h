@@ -28,7 +28,8 @@ struct TileSchedule {
     bool vectorize_write = true;  ///< split the write nest's n by 16 and vectorize it
     int nb = 0;                   ///< n block (a multiple of tn) outside the tile columns; 0: none
     /// Last, `pack` B under the outermost m loop (layout action, docs/actions.md): B's tn-wide
-    /// column panels (kb x tn blocks with a k block) become contiguous. Needs tn | n.
+    /// column panels (kb x tn blocks with a k block) become contiguous. Needs tn | n, or else
+    /// rows of B that do not start lines (16 does not divide n): then B's rows padded to one.
     bool pack = false;
     /// Before that, `pack` A under the outermost n loop: each tm-row block of A becomes
     /// [k][m_i], so the tile's broadcasts of its tm rows read one contiguous stream (rows 4 KB

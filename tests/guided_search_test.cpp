@@ -294,20 +294,23 @@ TEST(GuidedSearch, BoundedMeasurementsTakeAFewCallsOfTheBest) {
 TEST(GuidedSearch, LongCallsAreMeasuredWithFewerCalls) {
     const MeasureOptions configured{.warmup = 3, .min_runs = 10, .min_time_s = 0.05};
     // 1 ms a call: ten calls take less than the minimum time; as configured.
-    MeasureOptions o = fewer_long_calls(configured, 0.001);
+    MeasureOptions o = fewer_long_calls(configured, 0.001, 1);
     EXPECT_EQ(o.warmup, 3);
     EXPECT_EQ(o.min_runs, 10);
     // 20 ms: three calls fill 50 ms, after one warm-up.
-    o = fewer_long_calls(configured, 0.02);
+    o = fewer_long_calls(configured, 0.02, 1);
     EXPECT_EQ(o.warmup, 1);
     EXPECT_EQ(o.min_runs, 3);
     // 0.16 s (a 2048^3 matmul): one call, no warm-up.
-    o = fewer_long_calls(configured, 0.16);
+    o = fewer_long_calls(configured, 0.16, 1);
     EXPECT_EQ(o.warmup, 0);
     EXPECT_EQ(o.min_runs, 1);
     EXPECT_EQ(o.time_cap_s, configured.time_cap_s);
+    // A finalist's figure is a median of kFinalCalls calls at least.
+    EXPECT_EQ(fewer_long_calls(configured, 0.16, kFinalCalls).min_runs, kFinalCalls);
+    EXPECT_EQ(fewer_long_calls(configured, 0.16, kFinalCalls).warmup, 0);
     // Unknown (no figure yet): as configured.
-    EXPECT_EQ(fewer_long_calls(configured, 0).min_runs, 10);
+    EXPECT_EQ(fewer_long_calls(configured, 0, 1).min_runs, 10);
 }
 
 TEST(GuidedSearch, TheEnvironmentGetsItsConfiguredProtocolBack) {
@@ -413,6 +416,28 @@ TEST(GuidedSearch, ReductionsOfWholeKibiElementsSeedATileWithAPacked) {
         EXPECT_EQ(p.comp->tensors.back().name, "A_packed") << dump(p);
         EXPECT_TRUE(env.verify(p).ok) << dump(p);
     }
+}
+
+// Wide B (n >= 1024, m >= 32) whose rows do not start lines: also 8x16 mn with B copied, its rows
+// padded to a line; the seed matches the reference. Not where 16 divides n (rows start lines).
+TEST(GuidedSearch, WideRowsOfBOffTheLinesSeedATileWithBsRowsPadded) {
+    EXPECT_TRUE(seed_names(make_matmul(257, 2772, 391)).count("tile 8x16 mn pack"));
+    EXPECT_TRUE(seed_names(make_matmul(257, 2772, 391)).count("tile 4x64 nm pack"));
+    EXPECT_FALSE(seed_names(make_matmul(257, 2816, 391)).count("tile 8x16 mn pack"));
+    EXPECT_FALSE(seed_names(make_matmul(16, 2772, 391)).count("tile 8x16 mn pack"));  // m < 32
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(37, 1030, 21);
+    env.reset(start);
+    int found = 0;
+    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, ActionSpace::preset("full"))) {
+        if (s.name != "tile 8x16 mn pack") continue;
+        Program p = start;
+        for (Action a : s.actions) p = apply(p, a);
+        EXPECT_EQ(p.comp->tensors.back().shape, (std::vector<int64_t>{21, 1040})) << dump(p);
+        EXPECT_TRUE(env.verify(p).ok) << dump(p);
+        ++found;
+    }
+    EXPECT_EQ(found, 1);
 }
 
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
