@@ -10,6 +10,7 @@ geomean of the ratios and the median and maximum seconds.
 """
 import argparse
 import csv
+import signal
 import statistics
 import sys
 
@@ -25,6 +26,7 @@ def main():
     ap.add_argument("--method", default="policy")
     ap.add_argument("--over", default="onednn", help="the reference method")
     a = ap.parse_args()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the listing quietly
     try:
         with open(a.results, newline="") as f:
             rows = list(csv.DictReader(f))

@@ -42,7 +42,8 @@ def main():
     if a.tune_json:
         try:
             doc = json.load(open(a.tune_json))
-            for r in doc["results"] if isinstance(doc, dict) else doc:
+            # One benchmark: the result itself; several: {"results": [...]} (or a list).
+            for r in doc if isinstance(doc, list) else doc.get("results", [doc]):
                 per_shape[r["benchmark"]] = {x["name"].removeprefix("tile ") for x in r["seeds"]}
         except (OSError, ValueError, KeyError, TypeError) as e:
             sys.exit(f"error: {a.tune_json}: not tune's --json output ({e})")

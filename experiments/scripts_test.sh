@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
-# shapes, compare_ratios.py on a small results.csv, and their errors. Usage: scripts_test.sh BUILD_DIR
+# shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
+# and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,6 +50,15 @@ CSV
 sed -n 2p "$tmp/ratios" | grep -q "^mmA .* 0.500 " || fail "compare_ratios.py: $(cat "$tmp/ratios")"
 grep -q "^2 shapes: policy / onednn geomean 1.000, lowest 0.500 (mmA); policy seconds median 0.500, max 0.600$" \
     "$tmp/ratios" || fail "compare_ratios.py: $(tail -1 "$tmp/ratios")"
+
+# chosen_side_by_side.py: one tune run against itself, the chosen kernel timed twice beside oneDNN.
+"$build/cli/looptool" tune --bench "$tmp/data/mm24_32_48" --json > "$tmp/t.json" 2> /dev/null ||
+    fail "tune --json failed"
+"$py" "$here/chosen_side_by_side.py" --a "$tmp/t.json" --b "$tmp/t.json" --out "$tmp/sbs" \
+    --rounds 1 --core 0 --build "$build" > "$tmp/sbs.log" 2>&1 ||
+    fail "chosen_side_by_side.py: $(tail -1 "$tmp/sbs.log")"
+grep -q "^1 shapes: geomean a [0-9.]*, b [0-9.]*; worst a" "$tmp/sbs/side_by_side.md" ||
+    fail "chosen_side_by_side.py: $(cat "$tmp/sbs/side_by_side.md")"
 
 # Errors: one line, a non-zero exit, no traceback.
 if "$py" "$here/compare_ratios.py" "$here/scripts_test.sh" > "$tmp/e0" 2>&1; then
