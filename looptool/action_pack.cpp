@@ -32,6 +32,11 @@ bool cuts_at(const Nest &n, int u, int64_t cut) {
     return true;
 }
 
+// A padded P's row length (PackPlan::pad).
+int64_t padded_row(int64_t row) {
+    return (row + kPackRowAlign - 1) / kPackRowAlign * kPackRowAlign;
+}
+
 // T's variables in its own layout, outermost first: per dimension, by decreasing coefficient
 // (A[m, 256*k_o + k_i]: m, k_o, k_i). `a` is an exact cover.
 std::vector<int> layout_vars(const Access &a) {
@@ -141,11 +146,12 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     // have such rows (n = 2772: 11088 bytes), and the panel width rarely divides n. On a Zen 4
     // core, side by side with oneDNN, n = 2816 against n = 2772 (m = 257, k = 391): the best
     // of four tiles 1.02x against 0.82x (docs/performance.md (y)).
+    // Not rows shorter than two lines (a conv's 3-wide kernel rows would grow 5x).
     if (why) {
         const int64_t row = t.shape.back();
-        if (!is_identity_cover(c, *read) || row % kPackRowAlign == 0) return why;
-        if (t.num_elements() / row * (row + kPackRowAlign - row % kPackRowAlign) >
-            kMaxScratchElements)
+        if (!is_identity_cover(c, *read) || row % kPackRowAlign == 0 || row < 2 * kPackRowAlign)
+            return why;
+        if (t.num_elements() / row * padded_row(row) > kMaxScratchElements)
             return "the padded copy would exceed the scratch limit (64 MB)";
         plan.pad = true;
         plan.dims.clear();
@@ -207,10 +213,7 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
         packed.shape.push_back(q.vars[size_t(var)].extent);
         packed_at.index.push_back(Affine::of_var(var));
     }
-    if (plan.pad) {
-        int64_t &row = packed.shape.back();
-        row += (kPackRowAlign - row % kPackRowAlign) % kPackRowAlign;
-    }
+    if (plan.pad) packed.shape.back() = padded_row(packed.shape.back());
     q.tensors = c.tensors;
     q.tensors.push_back(packed);
 

@@ -43,7 +43,8 @@ struct PackPlan {
     bool in_block = false;
     /// P keeps T's layout with its rows padded to a multiple of kPackRowAlign elements: where T
     /// cannot be reordered (the cut does not divide a variable's extent, or the nest walks T in
-    /// its own layout) but its rows are not 64-byte aligned. No variable is cut (dims: T's).
+    /// its own layout) but its rows are not 64-byte aligned and two lines long at least. No
+    /// variable is cut (dims: T's).
     bool pad = false;
 };
 

@@ -283,6 +283,9 @@ TEST(Pack, PadsRowsThatDoNotStartALineWhereTheCutCannotBeMade) {
         expect_matches(q, *c);
     }
     EXPECT_TRUE(parse_program(serialize(q)).same_as(q));
+    // Rows shorter than two lines are not padded (n = 24: 96 bytes).
+    EXPECT_STREQ(why_illegal(tests::matmul_program(8, 24, 8), Action::Pack),
+                 "the nest already walks the input in its own layout");
     // The naive m, k, n nest walks B in its own layout: under m the whole of B is copied
     // before the nest, padded, its rows (100 floats, longer than a vector) 16 floats at a time.
     auto wide = std::make_shared<Computation>(make_matmul(5, 100, 7));
