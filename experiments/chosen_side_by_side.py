@@ -20,15 +20,7 @@ import subprocess
 import sys
 import time
 
-
-def load(path):
-    try:
-        doc = json.load(open(path))
-        # One benchmark: the result itself; several: {"results": [...]} (or a list).
-        rows = doc if isinstance(doc, list) else doc.get("results", [doc])
-        return {r["benchmark"]: r for r in rows}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"error: {path}: not tune's --json output ({e})")
+from tune_results import load
 
 
 def actions(r):

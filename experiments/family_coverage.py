@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from tune_results import load as load_tune
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,14 +41,8 @@ def main():
                          "(instead of --seeds)")
     a = ap.parse_args()
     per_shape = {}  # shape -> its seeds, from tune's JSON
-    if a.tune_json:
-        try:
-            doc = json.load(open(a.tune_json))
-            # One benchmark: the result itself; several: {"results": [...]} (or a list).
-            for r in doc if isinstance(doc, list) else doc.get("results", [doc]):
-                per_shape[r["benchmark"]] = {x["name"].removeprefix("tile ") for x in r["seeds"]}
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            sys.exit(f"error: {a.tune_json}: not tune's --json output ({e})")
+    for shape, r in (load_tune(a.tune_json) if a.tune_json else {}).items():
+        per_shape[shape] = {x["name"].removeprefix("tile ") for x in r.get("seeds", [])}
     bench = os.path.join(a.build, "benchmarks", "matmul_bench")
     if not os.access(bench, os.X_OK):
         sys.exit(f"error: {bench}: not built")
