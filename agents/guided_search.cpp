@@ -288,15 +288,19 @@ public:
     /// of a 0.5 s budget.)
     double finals_reserve() const {
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
-        const double call_s = flops_ / (best_gflops_ * 1e9);
-        const looptool::MeasureOptions m = finals_options(call_s);
+        const double call_s = best_call_s();
+        const looptool::MeasureOptions m = finals_options();
         return (kFinalists + 2) *  // the finalists, the greedy rollout's best, the best seed
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
 
-    /// The configured protocol, with fewer calls when a call is long (fewer_long_calls()).
-    looptool::MeasureOptions finals_options(double call_s) const {
-        return fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
+    /// Seconds a call of the best kernel so far takes.
+    double best_call_s() const { return flops_ / (best_gflops_ * 1e9); }
+
+    /// The configured protocol, with fewer calls when the best kernel's call is long
+    /// (fewer_long_calls()).
+    looptool::MeasureOptions finals_options() const {
+        return fewer_long_calls(env_.config().measure, best_call_s(), kFinalCalls);
     }
 
     /// The best few distinct schedules, and the greedy rollout's best (so the result is never
@@ -342,7 +346,7 @@ public:
                 !(env_.cut_short(nodes_[finals[f]].program) && 2 * nodes_[finals[f]].gflops < top);
         env_.reset_measure_options();
         // (With fewer calls than configured the figures are not the store's to keep.)
-        const looptool::MeasureOptions fin = finals_options(flops_ / (best_gflops_ * 1e9));
+        const looptool::MeasureOptions fin = finals_options();
         if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
         size_t win = finals.front();
         for (size_t f = 0; f < finals.size(); ++f) {
