@@ -10,6 +10,7 @@
 
 #include "agents/tile_schedules.h"
 #include "looptool/error.h"
+#include "looptool/traffic.h"
 
 namespace looptune {
 
@@ -33,6 +34,29 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
     const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
     if (first < o.time_cap_s) o.first_call_cap_s = first;
     return fewer_long_calls(o, best_s, 1);
+}
+
+bool depends_on_shared_cache(const Program &p, int64_t cache_bytes) {
+    return looptool::estimate_traffic(p.computation(), p.tree, cache_bytes)
+               .short_run_again_ratio() > kFragileShortRuns;
+}
+
+bool depends_on_shared_cache(const Program &p) {
+    static const int64_t l2 = looptool::private_cache_bytes();
+    return depends_on_shared_cache(p, l2);
+}
+
+size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
+                     double margin) {
+    if (gflops.empty()) throw looptool::Error("prefer_robust: no kernel");
+    const size_t fastest = size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
+    if (!fragile[fastest]) return fastest;
+    size_t pick = fastest;
+    for (size_t i = 0; i < gflops.size(); ++i)
+        if (!fragile[i] && gflops[i] >= (1 - margin) * gflops[fastest] &&
+            (pick == fastest || gflops[i] > gflops[pick]))
+            pick = i;
+    return pick;
 }
 
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least) {
@@ -290,7 +314,9 @@ public:
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
         const double call_s = best_call_s();
         const looptool::MeasureOptions m = finals_options();
-        return (kFinalists + 2) *  // the finalists, the greedy rollout's best, the best seed
+        // The finalists, the greedy rollout's best, the best seed, the best that does not
+        // depend on the shared cache.
+        return (kFinalists + 3) *
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
 
@@ -336,6 +362,14 @@ public:
                     take(i);
                     break;
                 }
+        // When every finalist depends on the shared cache, the best state that does not.
+        auto fragile = [&](size_t i) { return depends_on_shared_cache(nodes_[i].program); };
+        if (std::all_of(finals.begin(), finals.end(), fragile))
+            for (size_t i : order)
+                if (!fragile(i)) {
+                    take(i);
+                    break;
+                }
         // A finalist the search's bound cut short at under half the best cannot win: it keeps
         // its figure (then an upper bound), as measuring it in full would take up to the 1 s cap
         // (the greedy rollout's best on a conv: 1-3 GFLOPS against 150+, 0.4-0.9 s a layer).
@@ -348,14 +382,20 @@ public:
         // (With fewer calls than configured the figures are not the store's to keep.)
         const looptool::MeasureOptions fin = finals_options();
         if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
-        size_t win = finals.front();
+        std::vector<double> gflops(finals.size());
+        std::vector<bool> fragile_finals(finals.size());
         for (size_t f = 0; f < finals.size(); ++f) {
-            if (!again[f]) continue;
             Node &n = nodes_[finals[f]];
-            n.gflops = env_.measure_again(n.program);
-            if (n.gflops > nodes_[win].gflops) win = finals[f];
-            if (keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
+            if (again[f]) n.gflops = env_.measure_again(n.program);
+            if (again[f] && keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
+            gflops[f] = again[f] ? n.gflops : 0;  // (cut short: cannot win)
+            fragile_finals[f] = fragile(finals[f]);
         }
+        const size_t fastest =
+            size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
+        const size_t chosen = prefer_robust(gflops, fragile_finals, config_.robust_margin);
+        if (chosen != fastest) r.passed_over_gflops = gflops[fastest];
+        const size_t win = finals[chosen];
         // The best seed among those measured again (the best one by the search's figures is):
         // the full protocol may rank another seed finalist above it.
         // (A finalist is found by its schedule: another node may have reached a seed's first.)
@@ -592,6 +632,9 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     if (!(config.budget_s > 0) || !std::isfinite(config.budget_s))
         throw looptool::Error(
             fmt::format("the budget must be positive and finite (got {})", config.budget_s));
+    if (!(config.robust_margin >= 0 && config.robust_margin < 1))
+        throw looptool::Error(
+            fmt::format("the robust margin must be in [0, 1) (got {})", config.robust_margin));
     if (config.branches < 1)
         throw looptool::Error(
             fmt::format("the branch count must be at least 1 (got {})", config.branches));

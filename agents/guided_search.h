@@ -47,6 +47,10 @@ struct GuidedConfig {
     /// many GFLOPs is at most half its rows; 0: on every row. Two images of LoopTune's 256x256
     /// convs still take 20-130 ms a call.
     double band_gflops = 0.1;
+    /// The fastest finalist is passed over for one within this fraction of it that does not
+    /// depend on the L3 other cores share (prefer_robust(), depends_on_shared_cache()); 0: the
+    /// fastest as measured. In [0, 1).
+    double robust_margin = 0.05;
 };
 
 /// Calls of the best kernel so far a new measurement may take during the search.
@@ -89,6 +93,9 @@ struct GuidedResult {
     bool base_cut_short = false;
     std::vector<looptool::Action> actions;  ///< from the start to `best`
     std::string found_by;                   ///< "greedy", "tile 8x32 mn", "rollout", ...
+    /// The fastest finalist's GFLOPS when `tune` took another within the robust margin that
+    /// does not depend on the shared cache (prefer_robust()); 0 otherwise.
+    double passed_over_gflops = 0;
     /// The best seed (empty: none were measured) and its GFLOPS, measured again with the
     /// configured protocol beside the finalists: best_gflops / best_seed_gflops is what the
     /// policy added to the seeds (the demonstrations' schedules).
@@ -124,6 +131,22 @@ inline constexpr int kSeedSteps = 96;
 /// the best seed) are measured again with the configured protocol at the end (with fewer calls
 /// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
+
+/// A kernel that moves more than kFragileShortRuns times its data again from beyond L2 in
+/// short runs (looptool::estimate_traffic()) runs fast only while the L3, which other cores
+/// share, holds what it reads again: with another core streaming through the L3, such kernels
+/// ran 2-8x slower (21 of the 25 family members that lost more than half their speed on 9
+/// shapes were these), the others 0-15% (docs/performance.md (z)).
+inline constexpr double kFragileShortRuns = 2.0;
+/// (With `cache_bytes` of L2; private_cache_bytes(): this machine's.)
+bool depends_on_shared_cache(const looptool::Program &p, int64_t cache_bytes);
+bool depends_on_shared_cache(const looptool::Program &p);
+/// Of kernels measured at `gflops`, `fragile` those that depend on the shared cache: the
+/// fastest, unless it is fragile and one that is not is within `margin` of it (then the fastest
+/// of those). On 9 shapes the family's best such kernel was within 1.2% of its fastest
+/// (docs/performance.md (z)); GuidedConfig::robust_margin is 5%.
+size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
+                     double margin);
 
 /// A starting point of the search: a member of the `tile` template (or a dot product), as
 /// actions from the naive nest.

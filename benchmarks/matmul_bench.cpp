@@ -28,6 +28,7 @@
 #include "looptool/jit.h"
 #include "looptool/measure.h"
 #include "looptool/text_format.h"
+#include "looptool/traffic.h"
 #include "looptool/verify.h"
 
 using namespace looptool;
@@ -211,6 +212,8 @@ std::vector<Given> read_schedules(const std::string &path) {
 void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit *unprefetched,
                    const MeasureOptions &o, int rounds, double tolerance, nlohmann::json &out) {
     std::vector<Side> sides;
+    std::vector<TrafficEstimate> traffic;  // each side's L2 traffic (none: oneDNN)
+    const int64_t l2 = private_cache_bytes();
     for (const Given &g : given) {
         Program p = Program::naive(c.comp);
         try {
@@ -219,6 +222,8 @@ void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit
             fmt::print("{} {}: does not apply: {}\n", c.shape.name(), g.name, e.what());
             continue;
         }
+        const TrafficEstimate t = estimate_traffic(p.computation(), p.tree, l2);
+        traffic.insert(traffic.end(), unprefetched ? 2 : 1, t);
         sides.push_back({g.name, jit.compile(p).fn});
         verify(sides.back().fn, c, g.name, tolerance);
         if (unprefetched) {
@@ -227,17 +232,27 @@ void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit
         }
     }
     sides.push_back({"oneDNN", lb::onednn_kernel});
+    traffic.emplace_back();
     verify(sides.back().fn, c, "oneDNN sgemm", tolerance);
     std::vector<Side *> ptrs;
     for (Side &s : sides) ptrs.push_back(&s);
     side_by_side(ptrs, c, o, rounds);
     const double dnnl = median(sides.back().gflops);
-    for (const Side &s : sides) {
+    for (size_t i = 0; i < sides.size(); ++i) {
+        const Side &s = sides[i];
         const auto [lo, hi] = std::minmax_element(s.gflops.begin(), s.gflops.end());
-        fmt::print("{} {:<28} {:7.1f} GFLOPS ({:.1f}-{:.1f})  {:.3f}x oneDNN\n", c.shape.name(),
+        fmt::print("{} {:<28} {:7.1f} GFLOPS ({:.1f}-{:.1f})  {:.3f}x oneDNN", c.shape.name(),
                    s.name, median(s.gflops), *lo, *hi, median(s.gflops) / dnnl);
-        out["given"].push_back(
-            {{"shape", c.shape.name()}, {"schedule", s.name}, {"gflops", s.gflops}});
+        if (traffic[i].bytes > 0)
+            fmt::print("  L2 traffic {:.1f}x ({:.1f}x short runs again)", traffic[i].ratio(),
+                       traffic[i].short_run_again_ratio());
+        fmt::print("\n");
+        nlohmann::json j{{"shape", c.shape.name()}, {"schedule", s.name}, {"gflops", s.gflops}};
+        if (traffic[i].bytes > 0) {
+            j["l2_traffic_ratio"] = traffic[i].ratio();
+            j["l2_short_runs_again_ratio"] = traffic[i].short_run_again_ratio();
+        }
+        out["given"].push_back(j);
     }
     std::fflush(stdout);
 }
@@ -249,7 +264,7 @@ int main(int argc, char **argv) {
     std::string suite = "all", shapes = "all", coretype = "SkylakeX";
     lb::SideBySide sides;
     double tolerance = 1;
-    bool list_family = false, layout = false, compare_prefetch = false;
+    bool list_family = false, layout = false, compare_prefetch = false, traffic = false;
     std::string schedules_path;
     app.add_option("--suite", suite, "naive, best or all");
     app.add_option("--shapes", shapes,
@@ -260,6 +275,9 @@ int main(int argc, char **argv) {
                    "Factor on the verification's forward error bound (docs/measurement.md)");
     app.add_option("--openblas-coretype", coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
     app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
+    app.add_flag("--traffic", traffic,
+                 "With --list-family: each member's estimated traffic beyond L2 "
+                 "(looptool/traffic.h) instead of its actions");
     app.add_flag("--compare-prefetch", compare_prefetch,
                  "With --schedules: each schedule also compiled without the lowering's block "
                  "prefetches (NAME no-prefetch), side by side");
@@ -311,8 +329,18 @@ int main(int argc, char **argv) {
             if (list_family) {
                 for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, layout)) {
                     try {
+                        const auto actions = looptune::tile_actions(*c.comp, t);
+                        if (traffic) {
+                            Program p = Program::naive(c.comp);
+                            for (Action a : actions) p = apply(p, a);
+                            const TrafficEstimate e =
+                                estimate_traffic(*p.comp, p.tree, private_cache_bytes());
+                            fmt::print("{} {}: L2 traffic {:.2f}x, {:.2f}x in short runs again\n",
+                                       s.name(), t.name(), e.ratio(), e.short_run_again_ratio());
+                            continue;
+                        }
                         fmt::print("{} {}: {}\n", s.name(), t.name(),
-                                   looptune::format_actions(looptune::tile_actions(*c.comp, t)));
+                                   looptune::format_actions(actions));
                     } catch (const Error &e) {
                         fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
                     }

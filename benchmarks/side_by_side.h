@@ -1,12 +1,19 @@
 // What the side-by-side benchmarks (matmul_bench, conv_bench) share: the options that set
 // their protocol (--rounds, --min-time, --pin, --json), pinning, and the full measurement
-// protocol those options describe.
+// protocol those options describe; and a neighbour that streams through the shared cache.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
+#include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <fmt/format.h>
+
+#include "looptool/error.h"
 #include "looptool/measure.h"
 
 namespace looptune::bench {
@@ -17,6 +24,9 @@ struct SideBySide {
     int pin = -1;            ///< core to pin to; -1: the current one
     std::string json_path;   ///< also write every figure here
     int core = -1;           ///< the core pinned to, after start()
+    /// A core on which a thread copies 64 MB buffers while the benchmark runs: what another
+    /// core's work does to the L3 all cores share (docs/performance.md (z)). -1: none.
+    int neighbour = -1;
 
     void add_options(CLI::App &app) {
         app.add_option("--rounds", rounds, "Alternating rounds per side (median taken)")
@@ -25,6 +35,9 @@ struct SideBySide {
             ->capture_default_str();
         app.add_option("--pin", pin, "Core to pin to (-1: the current one)");
         app.add_option("--json", json_path, "Also write every figure to this JSON file");
+        app.add_option("--neighbour-core", neighbour,
+                       "Copy 64 MB buffers on this core meanwhile (another core's work streaming "
+                       "through the shared L3)");
     }
 
     /// Pins this thread and returns the full protocol, each measurement capped at time_cap_s.
@@ -34,7 +47,16 @@ struct SideBySide {
         o.min_time_s = min_time;
         o.time_cap_s = time_cap_s;
         o.pin_core = core;
+        if (neighbour >= 0 && neighbour == core)
+            throw looptool::Error(fmt::format(
+                "--neighbour-core {} is the core the benchmark runs on; give another", neighbour));
+        if (neighbour >= 0) start_neighbour();
         return o;
+    }
+
+    ~SideBySide() {
+        stop_.store(true);
+        if (neighbour_thread_.joinable()) neighbour_thread_.join();
     }
 
     /// The short protocol that ranks candidates before the full one measures the winner: 2
@@ -47,6 +69,19 @@ struct SideBySide {
                 .time_cap_s = time_cap_s,
                 .pin_core = core};
     }
+
+private:
+    void start_neighbour() {
+        neighbour_thread_ = std::thread([this] {
+            looptool::pin_to_core(neighbour);
+            std::vector<char> from(size_t(64) << 20, 1), to(from.size());
+            while (!stop_.load(std::memory_order_relaxed))
+                std::memcpy(to.data(), from.data(), from.size());
+        });
+    }
+
+    std::atomic<bool> stop_{false};
+    std::thread neighbour_thread_;
 };
 
 }  // namespace looptune::bench

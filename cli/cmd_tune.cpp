@@ -54,6 +54,12 @@ Run add_tune(CLI::App &app) {
                     "band's; 0: search on every row)")
         ->capture_default_str()
         ->check(non_negative());
+    cmd->add_option("--robust-margin", o->guided.robust_margin,
+                    "Take a kernel up to this fraction slower than the fastest measured when the "
+                    "fastest reads again from beyond L2 in short runs and this one does not "
+                    "(those slow down 2-8x while other cores use the L3; 0: the fastest)")
+        ->capture_default_str()
+        ->check(finite_in(0, 0.5));
     cmd->add_flag("--verify", o->verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, o->max_memory);
@@ -102,6 +108,7 @@ Run add_tune(CLI::App &app) {
                                        {"fraction_of_peak", r.best_gflops / peak},
                                        {"best_actions", best},
                                        {"found_by", r.found_by},
+                                       {"passed_over_gflops", r.passed_over_gflops},
                                        {"best_seed", r.best_seed},
                                        {"best_seed_gflops", r.best_seed_gflops},
                                        {"best_seed_actions", seed},
@@ -136,6 +143,11 @@ Run add_tune(CLI::App &app) {
                         "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, "
                         "at most {} actions; {:.3f} s\n",
                         g.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
+                    if (r.passed_over_gflops > 0)
+                        fmt::print(
+                            "  passed over a kernel measured at {:.1f} GFLOPS: it reads again "
+                            "from beyond L2 in short runs (slow while other cores use the L3)\n",
+                            r.passed_over_gflops);
                     if (!r.best_seed.empty())
                         fmt::print("  best seed {} {:.1f} GFLOPS: the policy added {:+.1f}%\n",
                                    r.best_seed, r.best_seed_gflops,

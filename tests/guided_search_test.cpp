@@ -327,8 +327,43 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
     for (GuidedConfig c : {GuidedConfig{.budget_s = 0}, GuidedConfig{.budget_s = NAN},
                            GuidedConfig{.budget_s = INFINITY}, GuidedConfig{.branches = 0},
                            GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1},
-                           GuidedConfig{.batch_slice = 1}, GuidedConfig{.band_gflops = -1}})
+                           GuidedConfig{.batch_slice = 1}, GuidedConfig{.band_gflops = -1},
+                           GuidedConfig{.robust_margin = -0.1}, GuidedConfig{.robust_margin = 1},
+                           GuidedConfig{.robust_margin = NAN}})
         EXPECT_THROW(guided_search(shipped_policy(), env, start, c), Error);
+}
+
+// mm128_1500_1280: the 8x32 tile in the mn order reads all of B (7.7 MB, rows 6000 B apart)
+// again in 32-float runs for every 8 rows of A; with another core streaming through the L3 it
+// ran at 11-16 GFLOPS instead of 80-95 (docs/performance.md (z)). The nm order and the k-blocked
+// nkm tile keep what they read again in L2; a 64^3 matmul fits whole.
+TEST(GuidedSearch, KernelsThatReadAgainFromBeyondL2InShortRunsDependOnTheSharedCache) {
+    auto tiled = [](int64_t m, int64_t n, int64_t k, const TileSchedule &s) {
+        Program p = tests::matmul_program(m, n, k);
+        for (Action a : tile_actions(p.computation(), s)) p = apply(p, a);
+        return p;
+    };
+    const int64_t l2 = int64_t(1) << 20;  // Zen 4's
+    EXPECT_TRUE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), l2));
+    EXPECT_TRUE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 16, 0, "mn"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "nm"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {4, 64, 128, "nkm"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled(64, 64, 64, {8, 32, 0, "mn"}), l2));
+    // An L2 that holds B (8 MiB): nothing is read again from beyond it.
+    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), 8 * l2));
+}
+
+// The fastest, unless it depends on the shared cache and a kernel that does not is within the
+// margin: then the fastest of those.
+TEST(GuidedSearch, TheFastestIsPassedOverForAKernelWithinTheMarginThatDoesNotDependOnTheL3) {
+    const std::vector<double> gflops{100, 96, 97, 90};
+    EXPECT_EQ(prefer_robust(gflops, {true, false, true, false}, 0.05), 1u);
+    EXPECT_EQ(prefer_robust(gflops, {true, false, false, false}, 0.05), 2u);
+    EXPECT_EQ(prefer_robust(gflops, {true, false, true, false}, 0.03), 0u);  // 96 is 4% off
+    EXPECT_EQ(prefer_robust(gflops, {true, true, true, false}, 0.05), 0u);   // 90: 10% off
+    EXPECT_EQ(prefer_robust(gflops, {false, false, true, false}, 0.05), 0u);
+    EXPECT_EQ(prefer_robust(gflops, {true, false, true, false}, 0), 0u);
+    EXPECT_THROW(prefer_robust({}, {}, 0.05), Error);
 }
 
 TEST(GuidedSearchCli, TuneTakesABudgetOrGreedyAndRefusesBadOnes) {
@@ -343,7 +378,8 @@ TEST(GuidedSearchCli, TuneTakesABudgetOrGreedyAndRefusesBadOnes) {
     r = tests::run_cli(dir, "tune --bench " + bench + " --budget-s 0.3 --full-measurements --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("\"base_cut_short\": false"), std::string::npos) << r.out;
-    for (const char *bad : {"--budget-s 0", "--budget-s nan", "--steps -1", "--steps 3"}) {
+    for (const char *bad : {"--budget-s 0", "--budget-s nan", "--steps -1", "--steps 3",
+                            "--robust-margin -0.1", "--robust-margin 0.9"}) {
         r = tests::run_cli(dir, "tune --bench " + bench + " " + bad);
         EXPECT_EQ(r.exit_code, 1) << bad;
         EXPECT_NE(r.err.find("error:"), std::string::npos) << bad << ": " << r.err;
