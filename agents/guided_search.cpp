@@ -37,8 +37,8 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 }
 
 bool depends_on_shared_cache(const Program &p, int64_t cache_bytes) {
-    return looptool::estimate_traffic(p.computation(), p.tree, cache_bytes)
-               .short_run_again_ratio() > kFragileShortRuns;
+    return looptool::estimate_traffic(p.computation(), p.tree, cache_bytes).shared_cache_ratio() >
+           kFragileShortRuns;
 }
 
 bool depends_on_shared_cache(const Program &p) {

@@ -132,11 +132,10 @@ inline constexpr int kSeedSteps = 96;
 /// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
 
-/// A kernel that moves more than kFragileShortRuns times its data again from beyond L2 in
-/// short runs (looptool::estimate_traffic()) runs fast only while the L3, which other cores
-/// share, holds what it reads again: with another core streaming through the L3, such kernels
-/// ran 2-8x slower (21 of the 25 family members that lost more than half their speed on 9
-/// shapes were these), the others 0-15% (docs/performance.md (z)).
+/// A kernel that reads more than kFragileShortRuns times its data again in short runs from a
+/// set beyond a core's share of the L3 (looptool::estimate_traffic(), shared_cache_bytes) runs
+/// fast only while the L3, which other cores share, holds that set: with another core streaming
+/// through the L3 such kernels ran 2-8x slower, the others 0-15% (docs/performance.md (z)).
 inline constexpr double kFragileShortRuns = 2.0;
 /// (With `cache_bytes` of L2; private_cache_bytes(): this machine's.)
 bool depends_on_shared_cache(const looptool::Program &p, int64_t cache_bytes);

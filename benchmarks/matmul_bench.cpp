@@ -244,13 +244,13 @@ void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit
         fmt::print("{} {:<28} {:7.1f} GFLOPS ({:.1f}-{:.1f})  {:.3f}x oneDNN", c.shape.name(),
                    s.name, median(s.gflops), *lo, *hi, median(s.gflops) / dnnl);
         if (traffic[i].bytes > 0)
-            fmt::print("  L2 traffic {:.1f}x ({:.1f}x short runs again)", traffic[i].ratio(),
-                       traffic[i].short_run_again_ratio());
+            fmt::print("  L2 traffic {:.1f}x ({:.1f}x from the shared L3)", traffic[i].ratio(),
+                       traffic[i].shared_cache_ratio());
         fmt::print("\n");
         nlohmann::json j{{"shape", c.shape.name()}, {"schedule", s.name}, {"gflops", s.gflops}};
         if (traffic[i].bytes > 0) {
             j["l2_traffic_ratio"] = traffic[i].ratio();
-            j["l2_short_runs_again_ratio"] = traffic[i].short_run_again_ratio();
+            j["shared_cache_ratio"] = traffic[i].shared_cache_ratio();
         }
         out["given"].push_back(j);
     }
@@ -335,8 +335,10 @@ int main(int argc, char **argv) {
                             for (Action a : actions) p = apply(p, a);
                             const TrafficEstimate e =
                                 estimate_traffic(*p.comp, p.tree, private_cache_bytes());
-                            fmt::print("{} {}: L2 traffic {:.2f}x, {:.2f}x in short runs again\n",
-                                       s.name(), t.name(), e.ratio(), e.short_run_again_ratio());
+                            fmt::print(
+                                "{} {}: L2 traffic {:.2f}x, {:.2f}x read again in short runs "
+                                "beyond a share of L3\n",
+                                s.name(), t.name(), e.ratio(), e.shared_cache_ratio());
                             continue;
                         }
                         fmt::print("{} {}: {}\n", s.name(), t.name(),

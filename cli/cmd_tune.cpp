@@ -7,6 +7,7 @@
 #include "cli/validators.h"
 #include "looptool/error.h"
 #include "looptool/text_format.h"
+#include "looptool/traffic.h"
 
 namespace looptool::cli {
 
@@ -94,6 +95,9 @@ Run add_tune(CLI::App &app) {
                 const std::vector<std::string> best = action_names(r.actions),
                                                rollout = action_names(g.actions),
                                                seed = action_names(r.best_seed_actions);
+                // What the chosen kernel moves beyond L2 (looptool/traffic.h).
+                const looptool::TrafficEstimate traffic = looptool::estimate_traffic(
+                    *r.best.comp, r.best.tree, looptool::private_cache_bytes());
                 nlohmann::json seeds = nlohmann::json::array();
                 for (const auto &[name, gflops] : r.seed_gflops)
                     seeds.push_back({{"name", name}, {"gflops", gflops}});
@@ -109,6 +113,8 @@ Run add_tune(CLI::App &app) {
                                        {"best_actions", best},
                                        {"found_by", r.found_by},
                                        {"passed_over_gflops", r.passed_over_gflops},
+                                       {"l2_traffic_ratio", traffic.ratio()},
+                                       {"shared_cache_ratio", traffic.shared_cache_ratio()},
                                        {"best_seed", r.best_seed},
                                        {"best_seed_gflops", r.best_seed_gflops},
                                        {"best_seed_actions", seed},

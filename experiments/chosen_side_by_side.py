@@ -8,7 +8,10 @@ machine each `tune` ran in. Prints per shape both ratios over oneDNN and which s
 took, then the geomeans.
 
     experiments/chosen_side_by_side.py --a OLD.json --b NEW.json --out DIR \\
-        [--rounds 3] [--core 1] [--build build]
+        [--rounds 3] [--core 1] [--build build] [--neighbour-core 0]
+
+With --neighbour-core, another core copies 64 MB buffers meanwhile (matmul_bench's
+--neighbour-core): the kernels as they run while other cores use the shared L3.
 
 Writes DIR/<shape>.schedules, DIR/<shape>.json (matmul_bench's figures) and DIR/side_by_side.md.
 """
@@ -36,6 +39,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--core", type=int, default=1)
     ap.add_argument("--build", default="build")
+    ap.add_argument("--neighbour-core", type=int, default=-1,
+                    help="a core streaming through the shared L3 meanwhile (-1: none)")
     a = ap.parse_args()
     bench = os.path.join(a.build, "benchmarks", "matmul_bench")
     if not os.access(bench, os.X_OK):
@@ -52,7 +57,9 @@ def main():
             f.write(f"a: {actions(first[s])}\nb: {actions(second[s])}\n")
         r = subprocess.run(["taskset", "-c", str(a.core), bench, "--schedules", lst, "--shapes",
                             s, "--rounds", str(a.rounds), "--pin", str(a.core), "--json",
-                            js + ".tmp"], text=True, capture_output=True)
+                            js + ".tmp"] +
+                           (["--neighbour-core", str(a.neighbour_core)]
+                            if a.neighbour_core >= 0 else []), text=True, capture_output=True)
         if r.returncode != 0:  # one shape's failure is reported, not the end
             msg = (r.stderr.strip().splitlines() or ["no message"])[-1]
             print(f"warning: {s}: {msg}; skipped", file=sys.stderr)
@@ -75,7 +82,9 @@ def main():
     gm = statistics.geometric_mean
     with open(os.path.join(a.out, "side_by_side.md"), "w") as f:
         f.write(f"# The kernels chosen by {a.a} (a) and {a.b} (b), side by side with oneDNN "
-                f"({a.rounds} alternating rounds, one process per shape)\n\n"
+                f"({a.rounds} alternating rounds, one process per shape"
+                + (f"; core {a.neighbour_core} streaming through the L3 meanwhile"
+                   if a.neighbour_core >= 0 else "") + ")\n\n"
                 "| shape | a / oneDNN | b / oneDNN | a found by | b found by |\n"
                 "|---|---:|---:|---|---|\n")
         for s, x, y, fa, fb in rows:

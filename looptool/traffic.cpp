@@ -12,9 +12,13 @@ namespace {
 
 constexpr double kLineBytes = 64;
 constexpr int64_t kLineFloats = 16;
-/// Runs shorter than 4 lines fetched again from beyond L2 are what a neighbour on the shared
-/// L3 slows 5-8x; runs of 4 lines, 5-15% (docs/performance.md (z)).
+/// Runs shorter than 4 lines read again from beyond L2 are what a neighbour on the shared L3
+/// slowed 5-8x; runs of 4 lines, 0-15% (docs/performance.md (z)).
 constexpr int64_t kShortRunFloats = 4 * kLineFloats;
+/// A core's share of the L3, in L2s: 32 MiB for 8 cores of 1 MiB L2 on Zen 4 and Zen 5. A set
+/// read again in short runs stayed fast while another core streamed through the L3 up to 4.1
+/// MiB (B of mm1017_1350_800), not from 5.5 MiB (mm35_700_2048) (docs/performance.md (z)).
+constexpr double kL3ShareOfL2 = 4;
 /// Streams read side by side that a prefetcher still follows as streams.
 constexpr double kStreams = 16;
 
@@ -55,7 +59,7 @@ struct Tree {
 class Model {
 public:
     Model(const Computation &c, const LoopTree &t, int64_t cache)
-        : c_(c), t_(t), tree_(t), cache_(double(cache)) {}
+        : c_(c), t_(t), tree_(t), cache_(double(cache)), share_(kL3ShareOfL2 * double(cache)) {}
 
     TrafficEstimate run() {
         TrafficEstimate e;
@@ -63,10 +67,8 @@ public:
         for (size_t t = 0; t < c_.tensors.size(); ++t) {
             e.compulsory_bytes += first.bytes[t];
             e.bytes += all.bytes[t];
-            // What moves more than once, in the share of short runs the tensor moves in.
-            if (all.bytes[t] > first.bytes[t])
-                e.short_run_again_bytes +=
-                    (all.bytes[t] - first.bytes[t]) * all.short_bytes[t] / all.bytes[t];
+            // Short runs beyond the first pass over the tensor.
+            e.shared_cache_bytes += std::max(0.0, all.short_bytes[t] - first.bytes[t]);
         }
         return e;
     }
@@ -205,9 +207,18 @@ private:
         if (!n.stmts.empty()) per_iteration.add(once(id, false), 1);
         if (n.nest < 0) return per_iteration;
         const Nest &nest = t_.nests[size_t(n.nest)];
+        const double trips =
+            double(coverage(nest, n.depth)) / double(inner_coverage(nest, n.depth));
+        // A tensor whose lines do not change with this loop is read again at every iteration;
+        // from a set within a core's share of the L3 they come back from there even while
+        // other cores stream through it, so its short runs count once.
+        const std::vector<Lines> body = tensor_lines(id, false), whole = tensor_lines(id, true);
         Moved all = per_iteration;
-        all.add(per_iteration,
-                double(coverage(nest, n.depth)) / double(inner_coverage(nest, n.depth)) - 1);
+        for (size_t t = 0; t < all.bytes.size(); ++t) {
+            all.bytes[t] *= trips;
+            const bool again = body[t].lines >= whole[t].lines;
+            if (!again || body[t].lines * kLineBytes > share_) all.short_bytes[t] *= trips;
+        }
         return all;
     }
 
@@ -215,6 +226,7 @@ private:
     const LoopTree &t_;
     Tree tree_;
     double cache_;
+    double share_;  // a core's share of the L3
 };
 
 }  // namespace
@@ -237,8 +249,7 @@ int64_t private_cache_bytes() {
             if (unit == "K") v <<= 10;
             if (unit == "M") v <<= 20;
             if (v >= (int64_t(1) << 16) && v <= (int64_t(1) << 30)) return v;
-        } catch (const std::exception &) {
-        }
+        } catch (const std::exception &) {}
     }
     return int64_t(1) << 20;
 }

@@ -47,6 +47,17 @@ TEST(Traffic, TheMnOrderSweepsBForEveryBlockOfRowsTheNmOrderOnce) {
     EXPECT_LT(nm, 1.2);
     EXPECT_GT(nkm, 1.5);
     EXPECT_LT(nkm, mn / 3);
+    // What mn reads again, it reads in runs of 32 floats from B (7.7 MB, beyond a core's 4 MiB
+    // share of the L3): a neighbour streaming through the L3 slows it 5-8x.
+    auto shared = [](const Program &p) {
+        return estimate_traffic(p.computation(), p.tree, kMiB).shared_cache_ratio();
+    };
+    EXPECT_GT(shared(tiled(128, 1500, 1280, {8, 32, 0, "mn"})), 10.0);
+    EXPECT_LT(shared(tiled(128, 1500, 1280, {8, 32, 0, "nm"})), 0.1);
+    EXPECT_LT(shared(tiled(128, 1500, 1280, {4, 64, 0, "mn"})), 0.1);  // runs of 64 floats
+    // B of 1 MB read again by a 16x16 mn tile comes back from the L3 even then.
+    EXPECT_GT(ratio(tiled(512, 512, 512, {16, 16, 0, "mn"}), 256 << 10), 4.0);
+    EXPECT_LT(shared(tiled(512, 512, 512, {16, 16, 0, "mn"})), 0.1);
     // With a cache holding all of B, the mn order moves it once too.
     EXPECT_LT(ratio(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), 16 * kMiB), 1.2);
 }
