@@ -1,7 +1,7 @@
 // Tuning with a policy that cannot collapse: the policy guides a small measured search.
 //
 // First, whatever the budget (so the search is never worse than either on the same
-// measurements):
+// measurements, but for GuidedConfig::robust_margin):
 //   1. seeds: a few members of the `tile` template (tile_schedules.h), or for n = 1
 //      k-vectorized dot products, are measured, when the start is a matmul's naive nest;
 //   2. the greedy rollout (tune_with_policy) runs to its end.
@@ -49,8 +49,11 @@ struct GuidedConfig {
     double band_gflops = 0.1;
     /// The fastest finalist is passed over for one within this fraction of it that does not
     /// depend on the L3 other cores share (prefer_robust(), depends_on_shared_cache()); 0: the
-    /// fastest as measured. In [0, 1).
-    double robust_margin = 0.05;
+    /// fastest as measured. In [0, 1). Such a kernel 10% faster on a quiet machine and 5x
+    /// slower while other cores stream through the L3 costs more on average once that happens
+    /// 2.5% of the time (mm128_1500_1280: an mn tile 97 against 4x64 nm 89 GFLOPS quiet, 14-17
+    /// against 86 then).
+    double robust_margin = 0.1;
 };
 
 /// Calls of the best kernel so far a new measurement may take during the search.
@@ -143,7 +146,7 @@ bool depends_on_shared_cache(const looptool::Program &p);
 /// Of kernels measured at `gflops`, `fragile` those that depend on the shared cache: the
 /// fastest, unless it is fragile and one that is not is within `margin` of it (then the fastest
 /// of those). On 9 shapes the family's best such kernel was within 1.2% of its fastest
-/// (docs/performance.md (z)); GuidedConfig::robust_margin is 5%.
+/// (docs/performance.md (z)); GuidedConfig::robust_margin is 10%.
 size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
                      double margin);
 
