@@ -5,11 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <atomic>
-#include <cstring>
+#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -50,13 +47,8 @@ struct SideBySide {
         if (neighbour >= 0 && neighbour == core)
             throw looptool::Error(fmt::format(
                 "--neighbour-core {} is the core the benchmark runs on; give another", neighbour));
-        if (neighbour >= 0) start_neighbour();
+        if (neighbour >= 0) neighbour_ = std::make_unique<looptool::CacheNeighbour>(neighbour);
         return o;
-    }
-
-    ~SideBySide() {
-        stop_.store(true);
-        if (neighbour_thread_.joinable()) neighbour_thread_.join();
     }
 
     /// The short protocol that ranks candidates before the full one measures the winner: 2
@@ -71,17 +63,7 @@ struct SideBySide {
     }
 
 private:
-    void start_neighbour() {
-        neighbour_thread_ = std::thread([this] {
-            looptool::pin_to_core(neighbour);
-            std::vector<char> from(size_t(64) << 20, 1), to(from.size());
-            while (!stop_.load(std::memory_order_relaxed))
-                std::memcpy(to.data(), from.data(), from.size());
-        });
-    }
-
-    std::atomic<bool> stop_{false};
-    std::thread neighbour_thread_;
+    std::unique_ptr<looptool::CacheNeighbour> neighbour_;
 };
 
 }  // namespace looptune::bench

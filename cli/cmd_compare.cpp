@@ -60,6 +60,10 @@ Run add_compare(CLI::App &app) {
                     "measurement per method, right after it tuned)")
         ->capture_default_str()
         ->check(CLI::Range(1, 100));
+    cmd->add_option("--neighbour-core", o->c.neighbour_core,
+                    "Meanwhile copy 64 MB buffers on this core: tune and judge while another "
+                    "core streams through the shared L3 (-1: none)")
+        ->check(at_least(-1));
     add_max_memory_option(cmd, o->c.max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
     return [o] {

@@ -1,6 +1,7 @@
 #include "experiments/compare.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <chrono>
 #include <cmath>
@@ -284,6 +285,11 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
             "\n## Failed\n\nNot in the means above; a resumed run tries them again.\n\n"
             "| benchmark | method | error |\n|---|---|---|\n" +
             failed;
+    if (c.neighbour_core >= 0)
+        md += fmt::format(
+            "\nCore {} copied 64 MB buffers throughout (`--neighbour-core`): every method tuned "
+            "and was judged while another core streamed through the shared L3.\n",
+            c.neighbour_core);
     md +=
         "\nOpenBLAS is cblas_sgemm (cblas_sgemv for M = 1), oneDNN is dnnl_sgemm (its own gemv "
         "path "
@@ -523,6 +529,12 @@ std::vector<CompareRow> run_compare(const CompareConfig &c) {
             "gnuplot-nox)");
     Dataset ds = Dataset::load(c.dataset_dir);
     std::vector<std::string> files = ds.files(c.split);
+    std::optional<looptool::CacheNeighbour> neighbour;
+    if (c.neighbour_core >= 0 && c.neighbour_core == sched_getcpu())
+        throw Error(fmt::format(
+            "compare: --neighbour-core {} is the core the comparison runs on; give another",
+            c.neighbour_core));
+    if (c.neighbour_core >= 0) neighbour.emplace(c.neighbour_core);
     if (!c.benchmarks.empty()) {
         std::vector<std::string> chosen;
         for (const auto &name : c.benchmarks) {

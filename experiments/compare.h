@@ -51,6 +51,9 @@ struct CompareConfig {
     /// a benchmark whose rounds would take over 30 s, such as a batch-32 conv, keeps one
     /// measurement per method.)
     int judge_rounds = 3;
+    /// A core streaming through the shared L3 while the comparison runs
+    /// (looptool::CacheNeighbour: tuning and judging on a busy machine); -1: none.
+    int neighbour_core = -1;
     /// The judge's protocol (the environment's full one by default; tests shorten its cap).
     looptool::MeasureOptions judge_measure;
     /// Only these benchmark names (after the split); empty: all. Names missing from the split

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -130,6 +132,32 @@ int pin_to_core(int core) {
     CPU_SET(core, &set);
     if (sched_setaffinity(0, sizeof(set), &set) != 0) return -1;
     return core;
+}
+
+CacheNeighbour::CacheNeighbour(int core) {
+    if (core < 0) throw Error(fmt::format("neighbour core {}: not a core", core));
+    std::promise<int> pinned;
+    std::future<int> where = pinned.get_future();
+    thread_ = std::thread([this, core, &pinned] {
+        const int at = pin_to_core(core);
+        pinned.set_value(at);
+        if (at < 0) return;
+        // Twice the L3 of the largest desktop and server parts we run on (32 MB per CCD).
+        std::vector<char> from(size_t(64) << 20, 1), to(from.size());
+        while (!stop_.load(std::memory_order_relaxed)) {
+            std::memcpy(to.data(), from.data(), from.size());
+            copies_.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    if (where.get() < 0) {
+        thread_.join();
+        throw Error(fmt::format("neighbour core {}: no thread can be pinned there", core));
+    }
+}
+
+CacheNeighbour::~CacheNeighbour() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
 }
 
 Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,

@@ -4,8 +4,10 @@
 // variation. A time cap cuts off pathologically slow schedules.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "looptool/interpreter.h"
 #include "looptool/jit.h"
@@ -61,6 +63,26 @@ Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buf
 /// Pins the calling thread to `core` (-1: its current core). Returns the core, or -1 if
 /// pinning is not possible here.
 int pin_to_core(int core = -1);
+
+/// Another core's work streaming through the L3 all cores share: while it lives, a thread
+/// pinned to `core` copies 64 MB buffers. The benchmarks and `compare` run beside one
+/// (--neighbour-core) to show what kernels do on a busy machine: those that read a large set
+/// again in short runs from the L3 ran 2-8x slower, oneDNN 0-10% (docs/performance.md (z)).
+class CacheNeighbour {
+public:
+    /// Throws Error when no thread can be pinned to `core`.
+    explicit CacheNeighbour(int core);
+    ~CacheNeighbour();
+    CacheNeighbour(const CacheNeighbour &) = delete;
+    CacheNeighbour &operator=(const CacheNeighbour &) = delete;
+    /// Buffers copied so far (a test sees it work).
+    int64_t copies() const { return copies_.load(); }
+
+private:
+    std::atomic<bool> stop_{false};
+    std::atomic<int64_t> copies_{0};
+    std::thread thread_;
+};
 
 struct PeakResult {
     double gflops = 0;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "looptool/error.h"
 #include "looptool/measure.h"
@@ -205,6 +206,19 @@ TEST(Measure, PinToCoreUsesAnAllowedCore) {
     EXPECT_EQ(CPU_COUNT(&now), 1);
     EXPECT_TRUE(CPU_ISSET(core, &now));
     sched_setaffinity(0, sizeof(saved), &saved);
+}
+
+// The neighbour copies on its core until destroyed; a core nobody can pin to is an error.
+TEST(Measure, ACacheNeighbourCopiesOnItsCoreUntilDestroyed) {
+    {
+        CacheNeighbour n(0);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (n.copies() == 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        EXPECT_GT(n.copies(), 0);
+    }  // joined here: the test would hang otherwise
+    EXPECT_THROW(CacheNeighbour(-1), Error);
+    EXPECT_THROW(CacheNeighbour(100000), Error);
 }
 
 TEST(Peak, IsPositiveAndNamesAnIsa) {
