@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
-# and their errors. Usage: scripts_test.sh BUILD_DIR
+# neighbour_keep.py on two small runs, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -59,6 +59,27 @@ grep -q "^2 shapes: policy / onednn geomean 1.000, lowest 0.500 (mmA); policy se
     fail "chosen_side_by_side.py: $(tail -1 "$tmp/sbs.log")"
 grep -q "^1 shapes: geomean a [0-9.]*, b [0-9.]*; worst a" "$tmp/sbs/side_by_side.md" ||
     fail "chosen_side_by_side.py: $(cat "$tmp/sbs/side_by_side.md")"
+
+# neighbour_keep.py on a quiet and a neighbour run of two schedules: the model's verdicts and
+# what each kept.
+mkdir "$tmp/nk"
+echo '{"given": [{"schedule": "8x32 mn", "gflops": [90, 100, 95], "shared_cache_ratio": 11.7,
+  "l2_traffic_ratio": 12.8}, {"schedule": "4x64 nm", "gflops": [88, 90, 89],
+  "shared_cache_ratio": 0, "l2_traffic_ratio": 2.8}, {"schedule": "oneDNN", "gflops": [107]}]}' \
+    > "$tmp/nk/mm128_1500_1280_quiet.json"
+echo '{"given": [{"schedule": "8x32 mn", "gflops": [14, 15, 16]}, {"schedule": "4x64 nm",
+  "gflops": [86, 85, 84]}, {"schedule": "oneDNN", "gflops": [104]}]}' \
+    > "$tmp/nk/mm128_1500_1280_neighbour.json"
+"$py" "$here/neighbour_keep.py" "$tmp/nk" > "$tmp/nk.log" 2>&1 ||
+    fail "neighbour_keep.py: $(tail -1 "$tmp/nk.log")"
+grep -q "^Depends on the shared L3 (shared_cache_ratio > 2.0): 1 kernels, kept 0.16 of their speed in geomean, 1 below half; the others: 1, kept 0.96, 0 below half" \
+    "$tmp/nk/neighbour_keep.md" &&
+    grep -q "^| mm128_1500_1280 | 8x32 mn | 95.0 / 15.0 | 4x64 nm | 89.0 / 85.0 | 0.937 |" \
+    "$tmp/nk/neighbour_keep.md" || fail "neighbour_keep.py: $(head -8 "$tmp/nk/neighbour_keep.md")"
+if "$py" "$here/neighbour_keep.py" "$tmp/nowhere" > "$tmp/e3" 2>&1; then
+    fail "neighbour_keep.py accepted a directory without runs"
+fi
+grep -q "no SHAPE_quiet.json" "$tmp/e3" && ! grep -q Traceback "$tmp/e3" || fail "$(cat "$tmp/e3")"
 
 # Errors: one line, a non-zero exit, no traceback.
 if "$py" "$here/compare_ratios.py" "$here/scripts_test.sh" > "$tmp/e0" 2>&1; then
