@@ -138,7 +138,8 @@ inline constexpr int kFinalists = 3;
 /// A kernel that reads more than kFragileShortRuns times its data again in short runs from a
 /// set beyond a core's share of the L3 (looptool::estimate_traffic(), shared_cache_bytes) runs
 /// fast only while the L3, which other cores share, holds that set: with another core streaming
-/// through the L3 such kernels ran 2-8x slower, the others 0-15% (docs/performance.md (z)).
+/// through the L3 such kernels ran up to 2-8x slower, the others kept 0.92 of their speed in
+/// geomean, none less than half (docs/performance.md (z)).
 inline constexpr double kFragileShortRuns = 2.0;
 /// (With `cache_bytes` of L2; private_cache_bytes(): this machine's.)
 bool depends_on_shared_cache(const looptool::Program &p, int64_t cache_bytes);
