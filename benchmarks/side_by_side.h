@@ -8,9 +8,6 @@
 #include <memory>
 #include <string>
 
-#include <fmt/format.h>
-
-#include "looptool/error.h"
 #include "looptool/measure.h"
 
 namespace looptune::bench {
@@ -44,10 +41,8 @@ struct SideBySide {
         o.min_time_s = min_time;
         o.time_cap_s = time_cap_s;
         o.pin_core = core;
-        if (neighbour >= 0 && neighbour == core)
-            throw looptool::Error(fmt::format(
-                "--neighbour-core {} is the core the benchmark runs on; give another", neighbour));
-        if (neighbour >= 0) neighbour_ = std::make_unique<looptool::CacheNeighbour>(neighbour);
+        if (neighbour >= 0)
+            neighbour_ = std::make_unique<looptool::CacheNeighbour>(neighbour, core);
         return o;
     }
 

@@ -134,8 +134,11 @@ int pin_to_core(int core) {
     return core;
 }
 
-CacheNeighbour::CacheNeighbour(int core) {
+CacheNeighbour::CacheNeighbour(int core, int measured_core) {
     if (core < 0) throw Error(fmt::format("neighbour core {}: not a core", core));
+    if (core == measured_core)
+        throw Error(
+            fmt::format("neighbour core {}: the measurements run on it; give another core", core));
     std::promise<int> pinned;
     std::future<int> where = pinned.get_future();
     thread_ = std::thread([this, core, &pinned] {

@@ -70,8 +70,9 @@ int pin_to_core(int core = -1);
 /// again in short runs from the L3 ran up to 2-8x slower, oneDNN 0-14% (docs/performance.md (z)).
 class CacheNeighbour {
 public:
-    /// Throws Error when no thread can be pinned to `core`.
-    explicit CacheNeighbour(int core);
+    /// Throws Error when no thread can be pinned to `core`, or when it is `measured_core`, the
+    /// core the measurements run on (-1: not known).
+    explicit CacheNeighbour(int core, int measured_core = -1);
     ~CacheNeighbour();
     CacheNeighbour(const CacheNeighbour &) = delete;
     CacheNeighbour &operator=(const CacheNeighbour &) = delete;

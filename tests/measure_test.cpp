@@ -219,6 +219,7 @@ TEST(Measure, ACacheNeighbourCopiesOnItsCoreUntilDestroyed) {
     }  // joined here: the test would hang otherwise
     EXPECT_THROW(CacheNeighbour(-1), Error);
     EXPECT_THROW(CacheNeighbour(100000), Error);
+    EXPECT_THROW(CacheNeighbour(0, 0), Error);  // the core measured on
 }
 
 TEST(Peak, IsPositiveAndNamesAnIsa) {
