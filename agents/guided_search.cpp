@@ -42,8 +42,7 @@ bool depends_on_shared_cache(const Program &p, int64_t cache_bytes) {
 }
 
 bool depends_on_shared_cache(const Program &p) {
-    static const int64_t l2 = looptool::private_cache_bytes();
-    return depends_on_shared_cache(p, l2);
+    return depends_on_shared_cache(p, looptool::private_cache_bytes());
 }
 
 size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,

@@ -63,7 +63,7 @@ public:
 
     TrafficEstimate run() {
         TrafficEstimate e;
-        const Moved first = once(0, true), all = traffic(0);
+        const Moved first = once(tensor_lines(0, true)), all = traffic(0);
         for (size_t t = 0; t < c_.tensors.size(); ++t) {
             e.compulsory_bytes += first.bytes[t];
             e.bytes += all.bytes[t];
@@ -166,10 +166,9 @@ private:
         return lines;
     }
 
-    /// Bytes `top`'s subtree touches.
-    double footprint(int top, bool with_top) const {
+    static double bytes_of(const std::vector<Lines> &lines) {
         double sum = 0;
-        for (const Lines &l : tensor_lines(top, with_top)) sum += l.lines;
+        for (const Lines &l : lines) sum += l.lines;
         return sum * kLineBytes;
     }
 
@@ -184,10 +183,9 @@ private:
         }
     };
 
-    /// Each line `id`'s execution touches, once.
-    Moved once(int id, bool with_top) const {
-        Moved m{std::vector<double>(c_.tensors.size()), std::vector<double>(c_.tensors.size())};
-        const std::vector<Lines> lines = tensor_lines(id, with_top);
+    /// Each of these lines, once.
+    static Moved once(const std::vector<Lines> &lines) {
+        Moved m{std::vector<double>(lines.size()), std::vector<double>(lines.size())};
         for (size_t t = 0; t < lines.size(); ++t) {
             m.bytes[t] = lines[t].lines * kLineBytes;
             if (lines[t].run < double(kShortRunFloats)) m.short_bytes[t] = m.bytes[t];
@@ -197,14 +195,16 @@ private:
 
     Moved traffic(int id) const {
         const Node &n = tree_.nodes[size_t(id)];
-        if (footprint(id, true) <= cache_) return once(id, true);
+        // What all iterations touch, and what one does.
+        const std::vector<Lines> whole = tensor_lines(id, true), body = tensor_lines(id, false);
+        if (bytes_of(whole) <= cache_) return once(whole);
         // One iteration fits: consecutive iterations keep what they share.
-        if (n.nest >= 0 && footprint(id, false) <= cache_) return once(id, true);
+        if (n.nest >= 0 && bytes_of(body) <= cache_) return once(whole);
         Moved per_iteration{std::vector<double>(c_.tensors.size()),
                             std::vector<double>(c_.tensors.size())};
         for (int ch : n.children) per_iteration.add(traffic(ch), 1);
         // (Statements right at this loop touch a line or two per iteration: they fit.)
-        if (!n.stmts.empty()) per_iteration.add(once(id, false), 1);
+        if (!n.stmts.empty()) per_iteration.add(once(body), 1);
         if (n.nest < 0) return per_iteration;
         const Nest &nest = t_.nests[size_t(n.nest)];
         const double trips =
@@ -212,7 +212,6 @@ private:
         // A tensor whose lines do not change with this loop is read again at every iteration;
         // from a set within a core's share of the L3 they come back from there even while
         // other cores stream through it, so its short runs count once.
-        const std::vector<Lines> body = tensor_lines(id, false), whole = tensor_lines(id, true);
         Moved all = per_iteration;
         for (size_t t = 0; t < all.bytes.size(); ++t) {
             all.bytes[t] *= trips;
@@ -235,7 +234,9 @@ TrafficEstimate estimate_traffic(const Computation &c, const LoopTree &t, int64_
     return Model(c, t, cache_bytes).run();
 }
 
-int64_t private_cache_bytes() {
+namespace {
+
+int64_t read_private_cache_bytes() {
     // index2 is the level-2 cache on x86 Linux; its `size` reads like "1024K".
     std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index2/level");
     std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index2/size");
@@ -252,6 +253,13 @@ int64_t private_cache_bytes() {
         } catch (const std::exception &) {}
     }
     return int64_t(1) << 20;
+}
+
+}  // namespace
+
+int64_t private_cache_bytes() {
+    static const int64_t bytes = read_private_cache_bytes();  // read once per process
+    return bytes;
 }
 
 }  // namespace looptool
