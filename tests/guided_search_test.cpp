@@ -338,19 +338,15 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
 // ran at 11-16 GFLOPS instead of 80-95 (docs/performance.md (z)). The nm order and the k-blocked
 // nkm tile keep what they read again in L2; a 64^3 matmul fits whole.
 TEST(GuidedSearch, KernelsThatReadAgainFromBeyondL2InShortRunsDependOnTheSharedCache) {
-    auto tiled = [](int64_t m, int64_t n, int64_t k, const TileSchedule &s) {
-        Program p = tests::matmul_program(m, n, k);
-        for (Action a : tile_actions(p.computation(), s)) p = apply(p, a);
-        return p;
-    };
+    using tests::tiled_matmul;
     const int64_t l2 = int64_t(1) << 20;  // Zen 4's
-    EXPECT_TRUE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), l2));
-    EXPECT_TRUE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 16, 0, "mn"}), l2));
-    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "nm"}), l2));
-    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {4, 64, 128, "nkm"}), l2));
-    EXPECT_FALSE(depends_on_shared_cache(tiled(64, 64, 64, {8, 32, 0, "mn"}), l2));
+    EXPECT_TRUE(depends_on_shared_cache(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"}), l2));
+    EXPECT_TRUE(depends_on_shared_cache(tiled_matmul(128, 1500, 1280, {8, 16, 0, "mn"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled_matmul(128, 1500, 1280, {8, 32, 0, "nm"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled_matmul(128, 1500, 1280, {4, 64, 128, "nkm"}), l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled_matmul(64, 64, 64, {8, 32, 0, "mn"}), l2));
     // An L2 that holds B (8 MiB): nothing is read again from beyond it.
-    EXPECT_FALSE(depends_on_shared_cache(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), 8 * l2));
+    EXPECT_FALSE(depends_on_shared_cache(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"}), 8 * l2));
 }
 
 // The fastest, unless it depends on the shared cache and a kernel that does not is within the

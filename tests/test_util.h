@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "agents/tile_schedules.h"
 #include "looptool/actions.h"
 #include "looptool/ir.h"
 #include "looptool/loop_tree.h"
@@ -21,6 +22,13 @@ namespace looptool::tests {
 
 inline Program matmul_program(int64_t m, int64_t n, int64_t k) {
     return Program::naive(std::make_shared<Computation>(make_matmul(m, n, k)));
+}
+
+/// The naive nest of an m x n x k matmul scheduled as the `tile` family member `s`.
+inline Program tiled_matmul(int64_t m, int64_t n, int64_t k, const looptune::TileSchedule &s) {
+    Program p = matmul_program(m, n, k);
+    for (Action a : looptune::tile_actions(p.computation(), s)) p = apply(p, a);
+    return p;
 }
 
 /// Applies up to `max_len` random legal actions of `space` (at least 1 when any is legal);

@@ -1,7 +1,6 @@
 // The traffic model (looptool/traffic.h): the bytes a schedule moves beyond the private cache.
 #include <gtest/gtest.h>
 
-#include "agents/tile_schedules.h"
 #include "looptool/traffic.h"
 #include "test_util.h"
 
@@ -9,11 +8,7 @@ using namespace looptool;
 
 namespace {
 
-Program tiled(int64_t m, int64_t n, int64_t k, const looptune::TileSchedule &s) {
-    Program p = tests::matmul_program(m, n, k);
-    for (Action a : looptune::tile_actions(p.computation(), s)) p = apply(p, a);
-    return p;
-}
+using tests::tiled_matmul;
 
 double ratio(const Program &p, int64_t cache) {
     return estimate_traffic(p.computation(), p.tree, cache).ratio();
@@ -39,9 +34,9 @@ TEST(Traffic, WhatFitsMovesEachLineOnce) {
 // every panel of B). These are the three behaviours a neighbour on the shared L3 tells apart
 // (docs/performance.md (z)).
 TEST(Traffic, TheMnOrderSweepsBForEveryBlockOfRowsTheNmOrderOnce) {
-    const double mn = ratio(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), kMiB);
-    const double nm = ratio(tiled(128, 1500, 1280, {8, 32, 0, "nm"}), kMiB);
-    const double nkm = ratio(tiled(128, 1500, 1280, {4, 64, 256, "nkm"}), kMiB);
+    const double mn = ratio(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"}), kMiB);
+    const double nm = ratio(tiled_matmul(128, 1500, 1280, {8, 32, 0, "nm"}), kMiB);
+    const double nkm = ratio(tiled_matmul(128, 1500, 1280, {4, 64, 256, "nkm"}), kMiB);
     EXPECT_GT(mn, 10.0);
     EXPECT_LT(mn, 16.0);
     EXPECT_LT(nm, 1.2);
@@ -52,14 +47,14 @@ TEST(Traffic, TheMnOrderSweepsBForEveryBlockOfRowsTheNmOrderOnce) {
     auto shared = [](const Program &p) {
         return estimate_traffic(p.computation(), p.tree, kMiB).shared_cache_ratio();
     };
-    EXPECT_GT(shared(tiled(128, 1500, 1280, {8, 32, 0, "mn"})), 10.0);
-    EXPECT_LT(shared(tiled(128, 1500, 1280, {8, 32, 0, "nm"})), 0.1);
-    EXPECT_LT(shared(tiled(128, 1500, 1280, {4, 64, 0, "mn"})), 0.1);  // runs of 64 floats
+    EXPECT_GT(shared(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"})), 10.0);
+    EXPECT_LT(shared(tiled_matmul(128, 1500, 1280, {8, 32, 0, "nm"})), 0.1);
+    EXPECT_LT(shared(tiled_matmul(128, 1500, 1280, {4, 64, 0, "mn"})), 0.1);  // runs of 64 floats
     // B of 1 MB read again by a 16x16 mn tile comes back from the L3 even then.
-    EXPECT_GT(ratio(tiled(512, 512, 512, {16, 16, 0, "mn"}), 256 << 10), 4.0);
-    EXPECT_LT(shared(tiled(512, 512, 512, {16, 16, 0, "mn"})), 0.1);
+    EXPECT_GT(ratio(tiled_matmul(512, 512, 512, {16, 16, 0, "mn"}), 256 << 10), 4.0);
+    EXPECT_LT(shared(tiled_matmul(512, 512, 512, {16, 16, 0, "mn"})), 0.1);
     // With a cache holding all of B, the mn order moves it once too.
-    EXPECT_LT(ratio(tiled(128, 1500, 1280, {8, 32, 0, "mn"}), 16 * kMiB), 1.2);
+    EXPECT_LT(ratio(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"}), 16 * kMiB), 1.2);
 }
 
 // A naive 64^3 nest with a cache of 4 KB: for each row of A (and of C), the k loop walks all
