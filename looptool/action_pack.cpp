@@ -32,11 +32,6 @@ bool cuts_at(const Nest &n, int u, int64_t cut) {
     return true;
 }
 
-// A padded P's row length (PackPlan::pad).
-int64_t padded_row(int64_t row) {
-    return (row + kPackRowAlign - 1) / kPackRowAlign * kPackRowAlign;
-}
-
 // T's variables in its own layout, outermost first: per dimension, by decreasing coefficient
 // (A[m, 256*k_o + k_i]: m, k_o, k_i). `a` is an exact cover.
 std::vector<int> layout_vars(const Access &a) {
@@ -166,7 +161,8 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     // 4x64 kb128 nkm tile with B packed, on a Zen 4 core, side by side with oneDNN: 0.75x ->
     // 0.80x on mm40_1088_3290, 0.80x -> 0.90x on mm128_768_3072 (the unpacked tile 0.86x,
     // 0.89x; docs/performance.md (x)). Where that cut cannot be made (a third piece, an extent
-    // it does not divide), P is cut as before.
+    // it does not divide), P is cut as before, and the lowering indexes that variable from the
+    // block's start instead (lower_fold.h).
     if (plan.in_block) {
         PackPlan folded = plan;
         if (plan_dims(p, of_t, true, folded) == nullptr) plan = std::move(folded);

@@ -19,7 +19,9 @@
 // computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
 // cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent.
 // Where no such cut can be made (or T is walked in its own layout) but T's rows do not start
-// cache lines, P keeps T's layout with its rows padded to a line (PackPlan::pad).
+// cache lines, P keeps T's layout with its rows padded to a line (PackPlan::pad). Copied block
+// by block, either P still holds one block in the lowering, indexed from the block's start
+// (lower_fold.h).
 #pragma once
 
 #include "looptool/loop_tree.h"
@@ -51,6 +53,10 @@ struct PackPlan {
 /// Elements a padded P's rows are rounded up to (PackPlan::pad): 64 bytes, one line, so that
 /// every row starts a line and a 16-float vector load at a multiple of 16 never crosses one.
 inline constexpr int64_t kPackRowAlign = 16;
+/// A padded P's row length.
+inline int64_t padded_row(int64_t row) {
+    return (row + kPackRowAlign - 1) / kPackRowAlign * kPackRowAlign;
+}
 
 /// nullptr when `pack` is legal at loop `depth` of nest `nest` (and fills `plan`); else why not.
 const char *pack_plan(const Program &p, int nest, int depth, PackPlan &plan);

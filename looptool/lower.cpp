@@ -9,6 +9,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -55,11 +56,16 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
         while (!tree.empty() && tree.back() == '\n') tree.pop_back();
         step("elide copies", prog.elided ? "folded a copy nest, the tree is now\n" + tree : "none");
     }
-    const std::vector<std::string> folded = fold_scratch(prog.comp, prog.tree);
-    step("fold scratch", folded.empty() ? "none" : fmt::format("{}", fmt::join(folded, "; ")));
+    const FoldedScratch folded = fold_scratch(prog.comp, prog.tree);
+    step("fold scratch",
+         folded.log.empty() ? "none" : fmt::format("{}", fmt::join(folded.log, "; ")));
     const Computation &c = prog.comp;
 
     std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);
+    for (NestPlan &plan : plans)
+        for (Slot &s : plan.slots)
+            s.block_relative = std::ranges::find(folded.block_relative, s.tensor) !=
+                               folded.block_relative.end();
     LoweringSummary sum;
     sum.copy_elided = prog.elided;
     for (size_t n = 0; n < plans.size(); ++n) {

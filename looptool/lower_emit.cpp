@@ -42,6 +42,7 @@ struct State {
     std::vector<int64_t> stat;   // per var: static index offset (unrolled copies, tails)
     std::vector<Value *> ptr;    // per slot: run-time base pointer (one GEP per loop level)
     std::vector<int64_t> mult;   // per slot: the pointer is base + mult*k elements
+    std::vector<int64_t> bias;   // per slot: added to its static offset (a rebased slot's)
     std::vector<Tile *> tiles;   // active register tiles (owned by the emit() that started them)
     int64_t lanes = 1;           // real lanes of the vector piece being emitted (masked: < w)
 };
@@ -85,6 +86,7 @@ public:
         for (const Slot &s : slots_) {
             st.ptr.push_back(body_.args[size_t(s.tensor)]);
             st.mult.push_back(16);  // 64-byte aligned buffers
+            st.bias.push_back(0);
         }
         emit(0, st);
     }
@@ -99,7 +101,20 @@ private:
         const size_t own = plan_.slots.size();
         s2.ptr.assign(st.ptr.begin() + std::ptrdiff_t(own), st.ptr.end());
         s2.mult.assign(st.mult.begin() + std::ptrdiff_t(own), st.mult.end());
+        s2.bias.assign(st.bias.begin() + std::ptrdiff_t(own), st.bias.end());
         inner.emit(d, s2);
+    }
+    /// Where the shared loops end: the block-relative slots of both nests point at their
+    /// tensor's start again, their static offset so far cancelled.
+    void rebase(State &st) const {
+        for (size_t a = 0; a < slots_.size(); ++a) {
+            const Slot &s = slots_[a];
+            if (!s.block_relative) continue;
+            st.ptr[a] = body_.args[size_t(s.tensor)];
+            st.mult[a] = 16;
+            st.bias[a] = 0;
+            for (size_t v = 0; v < s.coef.size(); ++v) st.bias[a] -= s.coef[v] * st.stat[v];
+        }
     }
     void emit(size_t d, State st);
     void emit_stmts(State &st, int vvar, int64_t w);
@@ -175,13 +190,15 @@ private:
     std::vector<bool> &zero_started_;  // per statement: every emission was a zero-start tile
     LoweringSummary &sum_;
     Type *f32_, *i64_, *i32_;
+    /// Generic emission: each var's index where the shared loops end (rebase()'s counterpart).
+    std::vector<Value *> block_start_;
     /// The prefetches emitted: (block, pointer, offset), each once.
     std::set<std::tuple<llvm::BasicBlock *, Value *, int64_t>> prefetched_;
 };
 
 int64_t NestEmitter::static_offset(int slot, const State &st) const {
     const Slot &s = plan_.slots[size_t(slot)];
-    int64_t o = s.offset;
+    int64_t o = s.offset + st.bias[size_t(slot)];
     for (size_t v = 0; v < s.coef.size(); ++v) o += s.coef[v] * st.stat[v];
     return o;
 }
@@ -493,7 +510,10 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
 }
 
 void NestEmitter::emit(size_t d, State st) {
-    if (before_ && d == size_t(before_->nest.shared)) emit_before(d, st);
+    if (before_ && d == size_t(before_->nest.shared)) {
+        rebase(st);
+        emit_before(d, st);
+    }
     if (d == plan_.nest.loops.size()) {
         emit_stmts(st, -1, 1);
         return;
@@ -559,20 +579,25 @@ void NestEmitter::emit(size_t d, State st) {
 // Fallback for nests whose static expansion would be too large: plain scalar loops with
 // run-time trip counts and flat addressing, ignoring unroll/vectorize.
 void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
-    if (before_ && d == size_t(before_->nest.shared))
-        NestEmitter(c_, *before_, nullptr, body_, b_, zero_started_, sum_)
-            .emit_generic(d, idx, avail);
+    if (before_ && d == size_t(before_->nest.shared)) {
+        block_start_ = idx;
+        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        inner.block_start_ = idx;
+        inner.emit_generic(d, idx, avail);
+    }
     if (d == plan_.nest.loops.size()) {
         State st;
         st.stat.assign(c_.vars.size(), 0);
         for (const Slot &s : plan_.slots) {
             Value *flat = b_.getInt64(0);
-            for (size_t v = 0; v < s.coef.size(); ++v)
-                if (s.coef[v] != 0)
-                    flat =
-                        b_.CreateAdd(flat, b_.CreateMul(idx[v], b_.getInt64(uint64_t(s.coef[v]))));
+            for (size_t v = 0; v < s.coef.size(); ++v) {
+                if (s.coef[v] == 0) continue;
+                Value *i = s.block_relative ? b_.CreateSub(idx[v], block_start_[v]) : idx[v];
+                flat = b_.CreateAdd(flat, b_.CreateMul(i, b_.getInt64(uint64_t(s.coef[v]))));
+            }
             st.ptr.push_back(b_.CreateInBoundsGEP(f32_, body_.args[size_t(s.tensor)], flat));
             st.mult.push_back(1);
+            st.bias.push_back(0);
         }
         emit_stmts(st, -1, 1);
         return;

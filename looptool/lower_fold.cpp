@@ -1,5 +1,7 @@
 #include "looptool/lower_fold.h"
 
+#include "looptool/action_pack.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -13,6 +15,14 @@ bool walks_only_above(const Nest &n, int var, int shared) {
     for (size_t d = size_t(shared); d < n.loops.size(); ++d)
         if (n.loops[d].var == var) return false;
     return true;
+}
+
+// The deepest of the first `shared` loops that walks var, or -1.
+int deepest_shared(const Nest &n, int var, int shared) {
+    int at = -1;
+    for (int d = 0; d < shared; ++d)
+        if (n.loops[size_t(d)].var == var) at = d;
+    return at;
 }
 
 // Every access to tensor t in c, writes and reads.
@@ -33,8 +43,8 @@ bool touches(const Statement &s, int t) { return s.out.tensor == t || reads_tens
 
 }  // namespace
 
-std::vector<std::string> fold_scratch(Computation &c, const LoopTree &tree) {
-    std::vector<std::string> log;
+FoldedScratch fold_scratch(Computation &c, const LoopTree &tree) {
+    FoldedScratch out;
     for (size_t ni = 0; ni + 1 < tree.nests.size(); ++ni) {
         const Nest &copy = tree.nests[ni], &user = tree.nests[ni + 1];
         if (copy.shared == 0) continue;
@@ -48,37 +58,54 @@ std::vector<std::string> fold_scratch(Computation &c, const LoopTree &tree) {
                     for (int o : tree.nests[nj].stmts) elsewhere |= touches(c.stmts[size_t(o)], t);
             if (elsewhere) continue;
             std::vector<Access *> acc = accesses_of(c, t);
-            const Tensor &p = c.tensors[size_t(t)];
+            Tensor &p = c.tensors[size_t(t)];
             std::vector<bool> fold(p.shape.size(), false);
-            std::vector<std::string> names;
+            std::vector<int64_t> block = p.shape;  // per dimension: its extent once rebased
+            std::vector<std::string> names, rebased;
             for (size_t j = 0; j < p.shape.size(); ++j) {
                 const Affine &f = acc[0]->index[j];
                 if (f.terms.size() != 1 || f.terms[0].coef != 1 || f.offset != 0) continue;
                 const int var = f.terms[0].var;
                 bool same = true;  // every access indexes dimension j by var alone
                 for (const Access *a : acc) same &= a->index[j] == f;
-                if (same && walks_only_above(copy, var, copy.shared) &&
+                if (!same) continue;
+                const std::string &name = c.vars[size_t(var)].name;
+                if (walks_only_above(copy, var, copy.shared) &&
                     walks_only_above(user, var, copy.shared)) {
                     fold[j] = true;
-                    names.push_back(c.vars[size_t(var)].name);
+                    names.push_back(name);
+                    continue;
                 }
+                // Walked in blocks above and within the block below, in both nests (the
+                // shared loops are the same in both).
+                const int d = deepest_shared(copy, var, copy.shared);
+                if (d < 0) continue;
+                int64_t extent = inner_coverage(copy, d);
+                const bool padded = j + 1 == p.shape.size() && p.shape[j] > c.vars[size_t(var)].extent;
+                if (padded) extent = padded_row(extent);
+                if (extent >= p.shape[j]) continue;
+                block[j] = extent;
+                rebased.push_back(name);
             }
-            if (names.empty()) continue;
-            Tensor &q = c.tensors[size_t(t)];
+            if (names.empty() && rebased.empty()) continue;
             std::vector<int64_t> shape;
             for (size_t j = 0; j < fold.size(); ++j)
-                if (!fold[j]) shape.push_back(q.shape[j]);
-            q.shape = shape;
+                if (!fold[j]) shape.push_back(block[j]);
+            p.shape = shape;
             for (Access *a : acc) {
                 std::vector<Affine> index;
                 for (size_t j = 0; j < fold.size(); ++j)
                     if (!fold[j]) index.push_back(a->index[j]);
                 a->index = index;
             }
-            log.push_back(fmt::format("{}: {}", q.name, fmt::join(names, ", ")));
+            if (!rebased.empty()) {
+                names.push_back(fmt::format("{} from the block's start", fmt::join(rebased, ", ")));
+                out.block_relative.push_back(t);
+            }
+            out.log.push_back(fmt::format("{}: {}", p.name, fmt::join(names, ", ")));
         }
     }
-    return log;
+    return out;
 }
 
 }  // namespace looptool::detail

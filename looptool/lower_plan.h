@@ -26,6 +26,10 @@ struct Slot {
     int tensor = 0;
     std::vector<int64_t> coef;  ///< per var
     int64_t offset = 0;
+    /// Indexed from the start of the block the shared loops of a `pack` are at (a scratch
+    /// tensor fold_scratch rebased, lower_fold.h): the emission restarts its pointer at the
+    /// tensor's base where the shared loops end.
+    bool block_relative = false;
     bool operator==(const Slot &) const = default;
 };
 

@@ -37,6 +37,9 @@ std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestP
             while (d >= 0 && slot.coef[size_t(loops[size_t(d)].var)] == 0) --d;
             if (d < 0) continue;
             const int u = loops[size_t(d)].var;
+            // A block-relative copy's next block is written where this one is.
+            const int shared = std::max(p.nest.shared, ni > 0 ? plans[ni - 1].nest.shared : 0);
+            if (slot.block_relative && d < shared) continue;
             // A loop below walks the same variable, or d is a loop a pack's copy shares with its
             // user (each iteration copies a block).
             bool block = d < p.nest.shared;

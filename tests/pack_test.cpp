@@ -28,16 +28,20 @@ Program apply_all(Program p, const std::vector<Action> &as) {
     return p;
 }
 
+Jit &default_jit() {
+    static std::unique_ptr<Jit> jit = Jit::create();
+    return *jit;
+}
+
 // The packed program computes what `original` computes: JIT kernel and interpreter, on the
 // original's buffers (the scratch copy is the kernel's own).
-void expect_matches(const Program &p, const Computation &original) {
-    static std::unique_ptr<Jit> jit = Jit::create();
+void expect_matches(const Program &p, const Computation &original, Jit &jit = default_jit()) {
     ASSERT_TRUE(same_storage(*p.comp, original));
     Buffers in = make_buffers(original, 11);
     const Reference want = compute_reference(original, in);
     Buffers got = in;
     fill_non_inputs(original, got, std::numeric_limits<float>::quiet_NaN());
-    jit->compile(p).fn(got.pointers().data(), nullptr);
+    jit.compile(p).fn(got.pointers().data(), nullptr);
     Comparison c = compare_outputs(original, want, got, 1.0);
     EXPECT_TRUE(c.ok) << "JIT: " << c.first_mismatch << "\n" << dump(p, false);
     Buffers run = in;  // the interpreter's reductions start from the zeros make_buffers left
@@ -148,7 +152,7 @@ TEST(Pack, InsideChannelBlocksCopiesOneBlockAtATime) {
     // The computation keeps every block (its semantics); the lowering folds m_o away.
     EXPECT_EQ(q.comp->tensors.back().shape, (std::vector<int64_t>{3, 3, 3, 3, 16}));
     Computation folded = *q.comp;
-    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"W_packed: m_o"});
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log, std::vector<std::string>{"W_packed: m_o"});
     EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{3, 3, 3, 16}));
     expect_matches(q, *c);
     EXPECT_EQ(serialize(parse_program(serialize(q), "round trip")), serialize(q));
@@ -178,7 +182,7 @@ TEST(Pack, InsideKBlocksOfAMatmulTile) {
     ASSERT_EQ(q.tree.nests[0].shared, 1) << dump(q, true);
     EXPECT_EQ(q.comp->vars[size_t(q.tree.nests[0].loops[0].var)].name, "k_o");
     Computation folded = *q.comp;
-    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: k_o"});
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log, std::vector<std::string>{"B_packed: k_o"});
     expect_matches(q, *mm);
     // "nkm": n blocks, then k blocks, both outside the m loop, the block's k inside it: k is
     // cut where the block starts as well, so the lowering keeps one 256 x 32 block of P, not
@@ -187,16 +191,20 @@ TEST(Pack, InsideKBlocksOfAMatmulTile) {
     q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
     ASSERT_EQ(q.tree.nests[0].shared, 2) << dump(q, true);
     folded = *q.comp;
-    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: n_o, k_o"});
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log, std::vector<std::string>{"B_packed: n_o, k_o"});
     EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{256, 32}));
     expect_matches(q, *mm);
-    // Where k's extent is not a multiple of the block, that cut cannot be made: B is packed as
-    // before, a panel per n block.
+    // Where k's extent is not a multiple of the block, that cut cannot be made: B is packed
+    // whole k panels per n block, and the lowering indexes P's k from the block's start, so it
+    // still keeps one 256 x 32 block (the last one 88 rows).
     auto ragged = std::make_shared<Computation>(make_matmul(40, 128, 600));
     q = apply_all(Program::naive(ragged), looptune::tile_actions(*ragged, s));
+    EXPECT_EQ(q.comp->tensors.back().shape, (std::vector<int64_t>{4, 600, 32}));
     folded = *q.comp;
-    EXPECT_EQ(detail::fold_scratch(folded, q.tree), std::vector<std::string>{"B_packed: n_o"});
-    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{600, 32}));
+    const detail::FoldedScratch f = detail::fold_scratch(folded, q.tree);
+    EXPECT_EQ(f.log, std::vector<std::string>{"B_packed: n_o, k from the block's start"});
+    EXPECT_EQ(f.block_relative, std::vector<int>{int(folded.tensors.size()) - 1});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{256, 32}));
     expect_matches(q, *ragged);
 }
 
@@ -277,6 +285,11 @@ TEST(Pack, PadsRowsThatDoNotStartALineWhereTheCutCannotBeMade) {
     EXPECT_EQ(format_stmt(k, k.stmts[0]), "B_packed[k, n] = B[k, n]");
     EXPECT_EQ(format_stmt(k, k.stmts[1]), "T[m, n] += A[m, k] * B_packed[k, n]");
     EXPECT_EQ(q.tree.nests[0].shared, 1);  // inside the n blocks
+    // The lowering keeps one block: 8 rows of 32 columns (the last block 8), a line each.
+    Computation folded = k;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log,
+              std::vector<std::string>{"B_packed: n from the block's start"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{8, 32}));
     expect_matches(q, *c);
     for (Action a : {Action::Down, Action::Down, Action::Unroll, Action::Down, Action::Vectorize}) {
         q = apply(q, a);
@@ -314,6 +327,33 @@ TEST(Pack, PadsRowsThatDoNotStartALineWhereTheCutCannotBeMade) {
         ++packed;
     }
     EXPECT_EQ(packed, 10);
+}
+
+// A padded copy of B made block by block (n = 1500: rows 6000 bytes, no 64-column panel divides
+// it; k blocks of 128) holds one block, indexed from its start: 128 x 64 floats, every row a
+// line apart, instead of a 1280 x 1504 copy of B. The same kernel in the lowering's generic
+// fallback (plain loops, flat addressing) indexes it the same way.
+TEST(Pack, APaddedCopyMadeBlockByBlockHoldsOneBlock) {
+    auto mm = std::make_shared<Computation>(make_matmul(12, 1500, 300));
+    looptune::TileSchedule s;
+    s.tm = 4;
+    s.tn = 64;
+    s.kb = 128;
+    s.outer = "nkm";
+    s.pack = true;
+    const Program q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
+    ASSERT_EQ(q.comp->tensors.back().name, "B_packed");
+    EXPECT_EQ(q.comp->tensors.back().shape, (std::vector<int64_t>{300, 1504})) << dump(q, true);
+    ASSERT_EQ(q.tree.nests[0].shared, 2) << dump(q, true);  // n blocks, k blocks
+    Computation folded = *q.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log,
+              std::vector<std::string>{"B_packed: k, n from the block's start"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{128, 64}));
+    expect_matches(q, *mm);
+    JitOptions generic;
+    generic.lower.max_emission_cost = 1;
+    EXPECT_GE(lower_to_llvm_ir(q, "k", generic.lower).summary.generic_nests, 1);
+    expect_matches(q, *mm, *Jit::create(generic));
 }
 
 // Random walks of the `layout` space after a pack (further packs, splits, swaps, merges,
