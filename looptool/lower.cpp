@@ -64,8 +64,8 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);
     for (NestPlan &plan : plans)
         for (Slot &s : plan.slots)
-            s.block_relative = std::ranges::find(folded.block_relative, s.tensor) !=
-                               folded.block_relative.end();
+            s.block_relative =
+                std::ranges::find(folded.block_relative, s.tensor) != folded.block_relative.end();
     LoweringSummary sum;
     sum.copy_elided = prog.elided;
     for (size_t n = 0; n < plans.size(); ++n) {

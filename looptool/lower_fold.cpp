@@ -81,7 +81,8 @@ FoldedScratch fold_scratch(Computation &c, const LoopTree &tree) {
                 const int d = deepest_shared(copy, var, copy.shared);
                 if (d < 0) continue;
                 int64_t extent = inner_coverage(copy, d);
-                const bool padded = j + 1 == p.shape.size() && p.shape[j] > c.vars[size_t(var)].extent;
+                const bool padded =
+                    j + 1 == p.shape.size() && p.shape[j] > c.vars[size_t(var)].extent;
                 if (padded) extent = padded_row(extent);
                 if (extent >= p.shape[j]) continue;
                 block[j] = extent;

@@ -191,7 +191,8 @@ TEST(Pack, InsideKBlocksOfAMatmulTile) {
     q = apply_all(Program::naive(mm), looptune::tile_actions(*mm, s));
     ASSERT_EQ(q.tree.nests[0].shared, 2) << dump(q, true);
     folded = *q.comp;
-    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log, std::vector<std::string>{"B_packed: n_o, k_o"});
+    EXPECT_EQ(detail::fold_scratch(folded, q.tree).log,
+              std::vector<std::string>{"B_packed: n_o, k_o"});
     EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{256, 32}));
     expect_matches(q, *mm);
     // Where k's extent is not a multiple of the block, that cut cannot be made: B is packed
