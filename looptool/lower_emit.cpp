@@ -271,10 +271,14 @@ Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
 // vector of B. The address may lie past the tensor (the last block's next), so the GEP is not
 // inbounds; a prefetch never faults.
 void NestEmitter::prefetch(int slot, const State &st, int64_t off, int64_t w) {
-    for (int64_t line = 0; line < w; line += 16) {
-        const auto key = std::make_tuple(b_.GetInsertBlock(), st.ptr[size_t(slot)], off + line);
+    std::vector<int64_t> at;
+    for (int64_t line = 0; line < w; line += 16) at.push_back(off + line);
+    // w floats that may not start a line touch one line more: its last element's.
+    if (w > 1 && align_at(slot, st, off).value() < 64) at.push_back(off + w - 1);
+    for (int64_t a : at) {
+        const auto key = std::make_tuple(b_.GetInsertBlock(), st.ptr[size_t(slot)], a);
         if (!prefetched_.insert(key).second) continue;
-        Value *p = b_.CreateGEP(f32_, st.ptr[size_t(slot)], b_.getInt64(uint64_t(off + line)));
+        Value *p = b_.CreateGEP(f32_, st.ptr[size_t(slot)], b_.getInt64(uint64_t(a)));
         b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
                            {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
     }
