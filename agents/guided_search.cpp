@@ -229,15 +229,13 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // from the best member on deep reductions (0.74x at worst on 7 random shapes with
             // k >= 1024, n >= 64), where 8x32 mn, first before, fell to 0.34x: on
             // mm55_1208_3397 it ran 15.6 GFLOPS, 29 ms a call, and `tune` took 0.71 s.
-            TileSchedule nkm{4, 64, 128, "nkm"};
-            // Where B's rows do not start lines (16 does not divide n) and m >= 64, with each
-            // 128 x 64 block of B copied, rows padded to a line, before the m tiles use it (the
-            // lowering keeps one 32 KB block, lower_fold.h). On 20 random such shapes (k =
-            // 1057-3071, a Zen 4 core, every member side by side, docs/performance.md (aa)) it
-            // was 0.934x and 0.942x the fastest member in geomean, unpacked 0.894x and 0.919x;
-            // the best seed 0.972x -> 0.980x and 0.997x -> 0.999x. The copy costs 1/m of the
-            // multiply: slower at m = 35 and 48.
-            nkm.pack = m >= 64 && n % 16 != 0;
+            // Where B's rows do not start lines (16 does not divide n), k blocks of 64: a row's 64
+            // floats then touch 5 lines, and a 128-row block (40 KB) no longer fits a 32 KB L1;
+            // a 64-row one does. On 22 random and real-model such shapes (k = 1057-3071, a Zen
+            // 4 core, side by side, docs/performance.md (aa)) kb64 was 0.974x the fastest member
+            // measured in geomean, kb128 0.897x (0.937x with each block of B copied, rows padded);
+            // the best seed went from 0.966x to 0.998x (worst 0.794x -> 0.976x).
+            const TileSchedule nkm{4, 64, n % 16 != 0 ? 64 : 128, "nkm"};
             tiles.insert(n >= 64 ? tiles.begin() : tiles.end(), nkm);
         }
         // Decode-time shapes (m <= 16): B is streamed once, k blocks of 128 rows; with m = 8 the

@@ -473,10 +473,14 @@ TEST(GuidedSearch, WideRowsOfBOffTheLinesSeedATileWithBsRowsPadded) {
 }
 
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
-    for (const char *name : {"tile 16x16 mn", "tile 4x64 kb128 nkm"}) {
+    for (const char *name : {"tile 16x16 mn", "tile 4x64 kb64 nkm"}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
         EXPECT_FALSE(seed_names(make_matmul(8, 100, 4096)).count(name)) << name;  // decode: m <= 16
     }
+    // k blocks of 128 rows where B's rows start lines (16 divides n); of 64 where they do not
+    // (64 floats of a row then touch 5 lines: a 128-row block would not fit L1).
+    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1963)).count("tile 4x64 kb128 nkm"));
+    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 4x64 kb128 nkm"));
     // Decode shapes whose B is 4 MB or more: 4x64 kb128 nkm (its next block prefetched), not
     // for m = 1 (a GEMV) or a B that stays in L2 or L3.
     EXPECT_TRUE(seed_names(make_matmul(8, 1024, 1024)).count("tile 4x64 kb128 nkm"));
@@ -506,7 +510,7 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     env.reset(start);
     int checked = 0;
     for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, ActionSpace::preset("full"))) {
-        if (s.name != "tile 16x16 mn" && s.name != "tile 4x64 kb128 nkm") continue;
+        if (s.name != "tile 16x16 mn" && s.name != "tile 4x64 kb64 nkm") continue;
         Program p = start;
         for (Action a : s.actions) p = apply(p, a);
         EXPECT_TRUE(env.verify(p).ok) << s.name << "\n" << dump(p);
