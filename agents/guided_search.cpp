@@ -188,6 +188,15 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         // member (worst 0.945x -> 0.964x); `tile` found it on mm128_3072_768 (95.2 GFLOPS
         // against 88.9 for `tune`; side by side 99.3 against the seeds' best 97.9; (x)).
         if (n >= 1024 && m > 16 && k % 1024 != 0) tiles[2] = {16, 16, 0, "nm"};
+        // 4x64 nkm's k blocks: 128 rows, or 64 where B's rows do not start lines (16 does not
+        // divide n): a row's 64 floats then touch 5 lines, and a 128-row block (40 KB) no longer
+        // fits a 32 KB L1; a 64-row one does. On 22 random and real-model such shapes with k =
+        // 1057-3071 (a Zen 4 core, side by side, docs/performance.md (aa)) kb64 was 0.974x the
+        // fastest member measured in geomean, kb128 0.897x (0.937x with each block of B copied,
+        // rows padded); the best seed went from 0.966x to 0.998x (worst 0.794x -> 0.976x). On
+        // 12 other such shapes (k = 539-1698): 0.942x against 0.879x; the best seed 0.979x ->
+        // 0.991x, no shape lower. (Zen 5's L1 holds 48 KB: not measured there.)
+        const int nkm_kb = n % 16 != 0 ? 64 : 128;
         // k blocks of 128 and 256 outermost: on a quiet Zen 5 core kb128 won `tile` on
         // mm128_1024_1024 (190 GFLOPS, against 119 for the search without it), mm49_512_4608,
         // mm35_700_2048 and mm128_768_768, kb256 on mm128_2304_768 and mm196_256_2304.
@@ -202,7 +211,7 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // oneDNN in two runs against 0.79x and 0.62x; 6 random ones with k = 525-931, both
             // processes: 0.87-0.97x against 0.68-0.90x on 4, 0.02-0.03x slower on 2;
             // docs/performance.md (x)).
-            tiles.push_back(n >= 64 ? TileSchedule{4, 64, 128, "nkm"}
+            tiles.push_back(n >= 64 ? TileSchedule{4, 64, nkm_kb, "nkm"}
                                     : TileSchedule{8, 32, 256, "kmn"});
         }
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
@@ -229,14 +238,7 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             // from the best member on deep reductions (0.74x at worst on 7 random shapes with
             // k >= 1024, n >= 64), where 8x32 mn, first before, fell to 0.34x: on
             // mm55_1208_3397 it ran 15.6 GFLOPS, 29 ms a call, and `tune` took 0.71 s.
-            // Where B's rows do not start lines (16 does not divide n), k blocks of 64: a row's 64
-            // floats then touch 5 lines, and a 128-row block (40 KB) no longer fits a 32 KB L1;
-            // a 64-row one does. On 22 random and real-model such shapes (k = 1057-3071, a Zen
-            // 4 core, side by side, docs/performance.md (aa)) kb64 was 0.974x the fastest member
-            // measured in geomean, kb128 0.897x (0.937x with each block of B copied, rows padded);
-            // the best seed went from 0.966x to 0.998x (worst 0.794x -> 0.976x).
-            const TileSchedule nkm{4, 64, n % 16 != 0 ? 64 : 128, "nkm"};
-            tiles.insert(n >= 64 ? tiles.begin() : tiles.end(), nkm);
+            tiles.insert(n >= 64 ? tiles.begin() : tiles.end(), {4, 64, nkm_kb, "nkm"});
         }
         // Decode-time shapes (m <= 16): B is streamed once, k blocks of 128 rows; with m = 8 the
         // 8x32 tile reads each block once (mm8_1024_1024: 185 GFLOPS against 139 with the two

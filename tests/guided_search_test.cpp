@@ -490,7 +490,8 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     // They replace the 8x32 tile's k blocks of 256 there; below k = 1024, 4x64 kb128 nkm does
     // where 64 columns fit.
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
-    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb128 nkm"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb64 nkm"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1000)).count("tile 4x64 kb128 nkm"));
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 40, 1000)).count("tile 8x32 kb256 kmn"));
     // Wide rows of B: 16x16 nm for 8x16 nm, unless k is a multiple of 1024.
