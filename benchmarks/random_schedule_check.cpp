@@ -27,6 +27,10 @@ int main(int argc, char **argv) {
     app.add_option("--start", o.start, "First sequence to run (earlier ones are only drawn)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    app.add_option("--space", o.space,
+                   "Actions drawn from: full, looptune, or layout (full + pack, flatten)")
+        ->check(CLI::IsMember({"full", "looptune", "layout"}))
+        ->capture_default_str();
     app.add_flag("--progress", o.progress, "Print each sequence to stderr before running it");
     app.add_flag("--json", json, "Machine-readable output");
     CLI11_PARSE(app, argc, argv);

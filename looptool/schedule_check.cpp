@@ -60,7 +60,7 @@ Comparison verify_kernel(const Program &p, Jit &jit, uint64_t seed) {
 ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &o, Jit &jit) {
     const auto start = std::chrono::steady_clock::now();
     std::mt19937_64 rng(o.seed);
-    const ActionSpace space = ActionSpace::preset("full");
+    const ActionSpace space = ActionSpace::preset(o.space);
     ScheduleCheckResult r;
     std::set<std::string> shapes;
     for (int i = 0; i < o.sequences; ++i, ++r.sequences) {

@@ -18,6 +18,9 @@ struct ScheduleCheckOptions {
     int max_actions = 20;          ///< each sequence has 1..max_actions legal actions
     int64_t max_volume = 1 << 20;  ///< cap on a shape's iteration count, keeps the reference fast
     int max_failures_kept = 10;    ///< failures described in full, the first ones
+    /// The actions drawn from (ActionSpace::preset): "full", or "layout" to draw `pack` and
+    /// `flatten` too (copies made block by block inside shared loops, lower_fold.h).
+    std::string space = "full";
     /// Sequences before this one are drawn (same shapes and actions) but not run, to replay
     /// one sequence of a long check at once.
     int start = 0;

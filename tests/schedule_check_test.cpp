@@ -19,3 +19,18 @@ TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
     for (const auto &f : r.failures) ADD_FAILURE() << f;
     EXPECT_TRUE(r.ok());
 }
+
+// With the layout actions drawn too: packs (copies made before a nest or block by block inside
+// the loops it shares with the next one), flattens, and everything after them.
+TEST(ScheduleCheck, RandomSequencesWithTheLayoutActionsMatchToo) {
+    auto jit = Jit::create();
+    ScheduleCheckOptions o;
+    o.sequences = 100;
+    o.seed = 13;
+    o.max_volume = 1 << 17;
+    o.space = "layout";
+    ScheduleCheckResult r = check_random_schedules(o, *jit);
+    EXPECT_EQ(r.sequences, 100);
+    for (const auto &f : r.failures) ADD_FAILURE() << f;
+    EXPECT_TRUE(r.ok());
+}
