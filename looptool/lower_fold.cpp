@@ -88,6 +88,21 @@ FoldedScratch fold_scratch(Computation &c, const LoopTree &tree) {
                 block[j] = extent;
                 rebased.push_back(name);
             }
+            // The emission restarts a rebased tensor's pointer where the shared loops end, which
+            // drops what every shared loop added to it: each other dimension must then be one
+            // the shared loops do not move (folded dimensions are gone).
+            for (size_t j = 0; j < block.size() && !rebased.empty(); ++j) {
+                if (fold[j] || block[j] != p.shape[j]) continue;
+                for (const Access *a : acc)
+                    for (const auto &term : a->index[j].terms)
+                        for (int d = 0; d < copy.shared; ++d) {
+                            const Loop &l = copy.loops[size_t(d)];
+                            if (l.var == term.var && l.size + (l.tail > 0) > 1) {
+                                rebased.clear();
+                                block = p.shape;
+                            }
+                        }
+            }
             if (names.empty() && rebased.empty()) continue;
             std::vector<int64_t> shape;
             for (size_t j = 0; j < fold.size(); ++j)
