@@ -214,6 +214,13 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
             tiles.push_back(n >= 64 ? TileSchedule{4, 64, nkm_kb, "nkm"}
                                     : TileSchedule{8, 32, 256, "kmn"});
         }
+        // Below k = 512 with wide rows of B (n >= 1024, m > 16), 16x16 mn too: on 10 random such
+        // shapes with k = 146-896 (a Zen 4 core, every seed and candidate side by side,
+        // docs/performance.md (aa)) it was the fastest on 3 of the 6 with k < 512, and the best
+        // seed went from 0.985x to 0.997x the fastest measured (worst 0.914x -> 0.980x); on 10
+        // others chosen after (k = 65-471) 0.991x -> 0.995x (worst 0.951x -> 0.965x). A seed
+        // there costs a few ms: B is read once per 16 rows of a short k.
+        if (k < 512 && n >= 1024 && m > 16) tiles.push_back({16, 16, 0, "mn"});
         // Deeper (k >= 1024), instead of kb256: the 16x16 tile, and 4x64 with k blocks of 128
         // inside column panels. Every member side by side on 22 of the generator's random
         // shapes with k = 1077-3476 (a Zen 4 core, two processes, docs/performance.md (v)):

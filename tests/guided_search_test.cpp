@@ -505,6 +505,9 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     EXPECT_FALSE(k1000.count("tile 4x64 mn") || k1000.count("tile 8x32 kb128 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb128 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 233, 500)).count("tile 4x64 mn"));
+    // Below k = 512, 16x16 mn only where B's rows are wide (n >= 1024).
+    EXPECT_TRUE(seed_names(make_matmul(179, 2818, 346)).count("tile 16x16 mn"));
+    EXPECT_FALSE(seed_names(make_matmul(179, 1000, 346)).count("tile 16x16 mn"));
     EXPECT_TRUE(seed_names(make_matmul(8, 233, 1000)).count("tile 4x64 mn"));
     Environment env = policy_env();
     const Program start = tests::matmul_program(19, 70, 1030);
