@@ -25,6 +25,15 @@ int deepest_shared(const Nest &n, int var, int shared) {
     return at;
 }
 
+// Whether one of the first `shared` loops walks var in more than one iteration.
+bool moved_by_shared(const Nest &n, int var, int shared) {
+    for (int d = 0; d < shared; ++d) {
+        const Loop &l = n.loops[size_t(d)];
+        if (l.var == var && l.size + (l.tail > 0) > 1) return true;
+    }
+    return false;
+}
+
 // Every access to tensor t in c, writes and reads.
 std::vector<Access *> accesses_of(Computation &c, int t) {
     std::vector<Access *> out;
@@ -91,17 +100,15 @@ FoldedScratch fold_scratch(Computation &c, const LoopTree &tree) {
             // The emission restarts a rebased tensor's pointer where the shared loops end, which
             // drops what every shared loop added to it: each other dimension must then be one
             // the shared loops do not move (folded dimensions are gone).
-            for (size_t j = 0; j < block.size() && !rebased.empty(); ++j) {
-                if (fold[j] || block[j] != p.shape[j]) continue;
-                for (const Access *a : acc)
-                    for (const auto &term : a->index[j].terms)
-                        for (int d = 0; d < copy.shared; ++d) {
-                            const Loop &l = copy.loops[size_t(d)];
-                            if (l.var == term.var && l.size + (l.tail > 0) > 1) {
-                                rebased.clear();
-                                block = p.shape;
-                            }
-                        }
+            bool others_stay = true;
+            for (size_t j = 0; j < block.size(); ++j)
+                if (!fold[j] && block[j] == p.shape[j])
+                    for (const Access *a : acc)
+                        for (const auto &term : a->index[j].terms)
+                            others_stay &= !moved_by_shared(copy, term.var, copy.shared);
+            if (!others_stay) {
+                rebased.clear();
+                block = p.shape;
             }
             if (names.empty() && rebased.empty()) continue;
             std::vector<int64_t> shape;
