@@ -6,13 +6,23 @@
 
 using namespace looptool;
 
-TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
+namespace {
+
+// 100 sequences of `space`'s actions on shapes of up to 2^17 iterations.
+ScheduleCheckResult check_100(uint64_t seed, const std::string &space) {
     auto jit = Jit::create();
     ScheduleCheckOptions o;
     o.sequences = 100;
-    o.seed = 12;
+    o.seed = seed;
     o.max_volume = 1 << 17;
-    ScheduleCheckResult r = check_random_schedules(o, *jit);
+    o.space = space;
+    return check_random_schedules(o, *jit);
+}
+
+}  // namespace
+
+TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
+    ScheduleCheckResult r = check_100(12, "full");
     EXPECT_EQ(r.sequences, 100);
     EXPECT_GT(r.actions, 100);
     EXPECT_GT(r.distinct_shapes, 40);  // the shapes vary, not one shape 100 times
@@ -23,13 +33,7 @@ TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
 // With the layout actions drawn too: packs (copies made before a nest or block by block inside
 // the loops it shares with the next one), flattens, and everything after them.
 TEST(ScheduleCheck, RandomSequencesWithTheLayoutActionsMatchToo) {
-    auto jit = Jit::create();
-    ScheduleCheckOptions o;
-    o.sequences = 100;
-    o.seed = 13;
-    o.max_volume = 1 << 17;
-    o.space = "layout";
-    ScheduleCheckResult r = check_random_schedules(o, *jit);
+    ScheduleCheckResult r = check_100(13, "layout");
     EXPECT_EQ(r.sequences, 100);
     for (const auto &f : r.failures) ADD_FAILURE() << f;
     EXPECT_TRUE(r.ok());
