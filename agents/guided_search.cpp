@@ -610,6 +610,7 @@ public:
         else
             r.best = best->program;
         r.best_gflops = best->gflops;
+        r.call_seconds = best->gflops > 0 ? flops_ / (best->gflops * 1e9) : 0;
         r.actions = best->path;
         r.found_by = best->origin;
         for (size_t i : seed_nodes_) r.seed_gflops.emplace_back(nodes_[i].origin, nodes_[i].gflops);

@@ -113,6 +113,10 @@ struct GuidedResult {
     int rollouts = 0;         ///< rollouts after the greedy one
     int64_t schedules = 0;    ///< distinct schedules compiled or found in the store
     double seconds = 0;
+    /// One call of the chosen kernel, in seconds, on what was searched (the computation, or its
+    /// slice or band): with the seeds and the greedy rollout measured whatever the budget, a
+    /// call of a tenth of the budget or more makes the search longer than the budget.
+    double call_seconds = 0;
     /// Searched on a slice of this many images of a batch of `batch` (GuidedConfig::batch_slice;
     /// 0: on the computation itself). Then `best` and `actions` are the whole batch's, and every
     /// figure and `greedy`'s programs the slice's: GFLOPS of the same schedule on fewer images

@@ -82,6 +82,7 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["schedules"] = r.schedules;
     d["max_steps"] = r.max_steps;
     d["seconds"] = r.seconds;
+    d["call_seconds"] = r.call_seconds;
     d["slice_images"] = r.slice_images;
     d["batch"] = r.batch;
     d["band_rows"] = r.band_rows;

@@ -83,6 +83,8 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         }
         // Loosely: the budget starts with the greedy rollout; the step in flight may overrun.
         EXPECT_LT(r.seconds, c.budget_s + 10);
+        // One call of the winner: its FLOPs at its GFLOPS (what says why a search overran).
+        EXPECT_DOUBLE_EQ(r.call_seconds, start.comp->flops() / (r.best_gflops * 1e9));
     }
 }
 

@@ -103,7 +103,7 @@ def tune(benchmark, policy=None, store=None, budget_s=0.5, greedy=False):
     """`looptool tune`: a trained policy (default: the shipped one) guides a measured search of
     `budget_s` seconds (`greedy`: its greedy rollout only); a dict with the best schedule
     ("program"), "gflops", "base_gflops", "speedup", "best_actions", "found_by",
-    "greedy_gflops", "greedy_actions", "seconds"."""
+    "greedy_gflops", "greedy_actions", "seconds", "call_seconds" (docs/python.md)."""
     return _core.tune(str(benchmark), None if policy is None else str(policy),
                       None if store is None else str(store), float(budget_s), bool(greedy))
 
