@@ -10,7 +10,7 @@
 #   images, 32..256 output channels, 1x1, 3x3 and 5x5 kernels, between 1e6 and 1.2e8
 #   multiply-adds; datasets/conv_layers (the held-out real layers) are left out;
 # - 100 of LoopTune's 64..256 grid (its 25 test benchmarks land in the test split, as always).
-# datasets/models (the held-out real-model matmuls) are left out.
+# datasets/models (the held-out real-model matmuls) and datasets/unlike_training are left out.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: training_mix.sh OUT_DIR [LOOPTOOL]}"
@@ -30,7 +30,7 @@ done
 /usr/bin/python3 - "$TMP" "$OUT" "$ROOT" "$GRID" <<'PY'
 import os, random, re, shutil, sys
 tmp, out, root, grid = sys.argv[1:]
-held_out = set(os.listdir(f"{root}/datasets/models")) | set(os.listdir(f"{root}/datasets/conv_layers"))
+held_out = set().union(*(os.listdir(f"{root}/datasets/{d}") for d in ("models", "conv_layers", "unlike_training")))
 os.makedirs(out)
 for f in sorted(os.listdir(f"{tmp}/mm")):
     if f not in held_out:
