@@ -16,10 +16,10 @@
 #include "benchmarks/reference_kernels.h"
 #include "looptool/actions.h"
 #include "looptool/interpreter.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
 #include "looptool/ir.h"
+#include "looptool/jit.h"
 #include "looptool/loop_tree.h"
+#include "looptool/measure.h"
 
 using namespace looptool;
 namespace lb = looptune::bench;
@@ -36,7 +36,10 @@ int main(int argc, char **argv) {
     auto comp = std::make_shared<const Computation>(make_matmul(m, n, k));
     Buffers base = make_buffers(*comp, 1);
     auto jit = Jit::create();
-    struct S { std::string name; KernelFn fn; };
+    struct S {
+        std::string name;
+        KernelFn fn;
+    };
     std::vector<S> sides;
     std::ifstream in(argv[4]);
     for (std::string line; std::getline(in, line);) {
@@ -56,21 +59,27 @@ int main(int argc, char **argv) {
     const size_t nb = base.data.size();
     std::vector<size_t> bytes(nb);
     size_t slot = 0;
-    for (size_t t = 0; t < nb; ++t) bytes[t] = base.data[t].size() * 4, slot = std::max(slot, bytes[t]);
+    for (size_t t = 0; t < nb; ++t)
+        bytes[t] = base.data[t].size() * 4, slot = std::max(slot, bytes[t]);
     slot = (slot + (8 << 20)) / (2 << 20) * (2 << 20);
     float *arena = static_cast<float *>(std::aligned_alloc(2 << 20, slot * nb));
     std::memset(arena, 0, slot * nb);
-    std::vector<std::vector<size_t>> configs = {{0, 0, 0}, {0, 1024, 2048}, {0, 2048, 1024}, {0, 0, 2048},
-                                                {0, 2048, 2048}, {1024, 2048, 3072}, {64, 192, 320}, {0, 64, 128}};
+    std::vector<std::vector<size_t>> configs = {{0, 0, 0},      {0, 1024, 2048}, {0, 2048, 1024},
+                                                {0, 0, 2048},   {0, 2048, 2048}, {1024, 2048, 3072},
+                                                {64, 192, 320}, {0, 64, 128}};
     MeasureOptions o;
-    o.warmup = 2; o.min_runs = 10; o.min_time_s = 0.05;
-    std::vector<std::vector<std::vector<double>>> g(configs.size(), std::vector<std::vector<double>>(sides.size()));
+    o.warmup = 2;
+    o.min_runs = 10;
+    o.min_time_s = 0.05;
+    std::vector<std::vector<std::vector<double>>> g(configs.size(),
+                                                    std::vector<std::vector<double>>(sides.size()));
     for (int r = 0; r < rounds; ++r)
         for (size_t ci = 0; ci < configs.size(); ++ci) {
             std::vector<float *> ptrs(nb);
             for (size_t t = 0; t < nb; ++t) {
                 size_t off = t < 3 ? configs[ci][t] : 0;
-                ptrs[t] = reinterpret_cast<float *>(reinterpret_cast<char *>(arena) + t * slot + off);
+                ptrs[t] =
+                    reinterpret_cast<float *>(reinterpret_cast<char *>(arena) + t * slot + off);
                 std::memcpy(ptrs[t], base.data[t].data(), bytes[t]);
             }
             Buffers b;  // measure_kernel needs Buffers: time by hand instead
@@ -83,8 +92,10 @@ int main(int argc, char **argv) {
                 while ((int)ts.size() < 10 || total < 0.05) {
                     auto a = std::chrono::steady_clock::now();
                     sides[s].fn(ptrs.data(), &cancel);
-                    double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-                    ts.push_back(d); total += d;
+                    double d =
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+                    ts.push_back(d);
+                    total += d;
                 }
                 (void)t0;
                 std::sort(ts.begin(), ts.end());
