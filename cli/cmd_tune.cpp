@@ -92,6 +92,8 @@ Run add_tune(CLI::App &app) {
                 const double elapsed =
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 const double peak = env.max_gflops();
+                const double compile_s = env.counters().compile_seconds - before.compile_seconds,
+                             measure_s = env.counters().measure_seconds - before.measure_seconds;
                 const looptune::PolicyTuneResult &g = r.greedy;
                 const std::vector<std::string> best = action_names(r.actions),
                                                rollout = action_names(g.actions),
@@ -133,10 +135,8 @@ Run add_tune(CLI::App &app) {
                                        {"call_seconds", r.call_seconds},
                                        {"schedules", r.schedules},
                                        {"seconds", elapsed},
-                                       {"compile_seconds",
-                                        env.counters().compile_seconds - before.compile_seconds},
-                                       {"measure_seconds",
-                                        env.counters().measure_seconds - before.measure_seconds},
+                                       {"compile_seconds", compile_s},
+                                       {"measure_seconds", measure_s},
                                        {"policy_load_seconds", load_s},
                                        {"program", serialize(r.best)}});
                 } else {
@@ -161,10 +161,7 @@ Run add_tune(CLI::App &app) {
                             "the seeds and the greedy rollout are measured whatever the budget, "
                             "at least one call each (one call of the chosen kernel: {:.1f} "
                             "ms{})\n",
-                            o->guided.budget_s,
-                            env.counters().compile_seconds - before.compile_seconds,
-                            env.counters().measure_seconds - before.measure_seconds,
-                            1e3 * r.call_seconds,
+                            o->guided.budget_s, compile_s, measure_s, 1e3 * r.call_seconds,
                             r.slice_images > 0 || r.band_rows > 0 ? ", on the part searched" : "");
                     if (r.passed_over_gflops > 0)
                         fmt::print(
