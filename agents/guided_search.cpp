@@ -327,8 +327,13 @@ public:
     /// of a 0.5 s budget.)
     double finals_reserve() const {
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
-        const double call_s = best_call_s();
-        const looptool::MeasureOptions m = finals_options();
+        // A kernel measured on prefixes: about the finalists' prefix (rounded up to whole
+        // iterations, or two prefixes).
+        const double prefix = kFinalPrefix * config_.prefix_gflops * 1e9;
+        const double measured = prefix > 0 && flops_ > 2 * prefix ? 1.5 * prefix : flops_;
+        const double call_s = measured / (best_gflops_ * 1e9);
+        const looptool::MeasureOptions m =
+            fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
         // The finalists, the greedy rollout's best, the best seed, the best that does not
         // depend on the shared cache.
         return (kFinalists + 3) *
@@ -397,6 +402,7 @@ public:
         // (With fewer calls than configured the figures are not the store's to keep.)
         const looptool::MeasureOptions fin = finals_options();
         if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
+        env_.set_prefix_flops(kFinalPrefix * config_.prefix_gflops * 1e9, 0.5);
         std::vector<double> gflops(finals.size());
         std::vector<bool> fragile_finals(finals.size());
         for (size_t f = 0; f < finals.size(); ++f) {
@@ -430,8 +436,9 @@ public:
 
     /// Before each measurement: the search's protocol (bounded_options()) from the best so far.
     void bound_next_measurement() {
-        if (config_.bounded_measurements)
-            env_.set_measure_options(bounded_options(env_.config().measure, flops_, best_gflops_));
+        if (!config_.bounded_measurements) return;
+        env_.set_measure_options(bounded_options(env_.config().measure, flops_, best_gflops_));
+        env_.set_prefix_flops(config_.prefix_gflops * 1e9);
     }
     double elapsed() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -555,6 +562,7 @@ public:
     GuidedResult run(const Program &start, const Program *whole = nullptr, bool row_band = false) {
         GuidedResult r;
         const auto counters0 = env_.counters();
+        const int64_t prefix0 = env_.prefix_measurements();
         r.max_steps = limit_;
         const bool naive_start =
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
@@ -615,6 +623,7 @@ public:
         r.found_by = best->origin;
         for (size_t i : seed_nodes_) r.seed_gflops.emplace_back(nodes_[i].origin, nodes_[i].gflops);
         r.rollouts = rollouts_;
+        r.prefix_measurements = env_.prefix_measurements() - prefix0;
         r.schedules = env_.counters().compiles + env_.counters().store_hits - counters0.compiles -
                       counters0.store_hits;
         r.seconds = elapsed();
@@ -673,6 +682,10 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     if (!(config.band_gflops >= 0) || !std::isfinite(config.band_gflops))
         throw looptool::Error(fmt::format(
             "the band's GFLOPs must be 0 (no band) or positive (got {})", config.band_gflops));
+    if (!(config.prefix_gflops >= 0) || !std::isfinite(config.prefix_gflops))
+        throw looptool::Error(
+            fmt::format("the prefix's GFLOPs must be 0 (whole kernels) or positive (got {})",
+                        config.prefix_gflops));
     // The computation searched: the whole one, or a conv's slice of images and band of rows.
     const auto slice = config.batch_slice > 0 && naive_start
                            ? conv_batch_slice(*start.comp, config.batch_slice)

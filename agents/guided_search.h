@@ -47,6 +47,12 @@ struct GuidedConfig {
     /// many GFLOPs is at most half its rows; 0: on every row. Two images of LoopTune's 256x256
     /// convs still take 20-130 ms a call.
     double band_gflops = 0.1;
+    /// And a kernel of more than 8x this many GFLOPs is measured during the search on a prefix
+    /// of its own outermost loop with about this many (looptool/prefix.h,
+    /// Environment::set_prefix_flops()), and the finalists on prefixes kFinalPrefix times
+    /// longer (up to half the loop); the figures are then the prefixes'; 0: whole kernels.
+    /// On matmuls of 2-17 GFLOPs (0.04-0.17 s a call) the search measured 1.3-8 s whole.
+    double prefix_gflops = 0.25;
     /// The fastest finalist is passed over for one within this fraction of it that does not
     /// depend on the L3 other cores share (prefer_robust(), depends_on_shared_cache()); 0: the
     /// fastest as measured. In [0, 1). Such a kernel 10% faster on a quiet machine and 5x
@@ -125,6 +131,9 @@ struct GuidedResult {
     /// Likewise searched on a band of `band_rows` of its `rows` output rows
     /// (GuidedConfig::band_gflops; 0: on every row).
     int64_t band_rows = 0, rows = 0;
+    /// Measurements taken on a prefix of the kernel's outermost loop (GuidedConfig::prefix_gflops):
+    /// then best_gflops and the others are estimates from prefixes.
+    int64_t prefix_measurements = 0;
 };
 
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8
@@ -138,6 +147,10 @@ inline constexpr int kSeedSteps = 96;
 /// the best seed) are measured again with the configured protocol at the end (with fewer calls
 /// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
+/// The finalists' prefixes are this many times the search's (GuidedConfig::prefix_gflops): a
+/// prefix of two or three iterations ran up to 6% faster than the whole kernel (8x32 kb256 nkm
+/// pack on mm1205_1311_2579: 96.4 on 2 of 41 column panels, 91.0 whole; docs/performance.md (ac)).
+inline constexpr double kFinalPrefix = 4;
 
 /// A kernel that reads more than kFragileShortRuns times its data again in short runs from a
 /// set beyond a core's share of the L3 (looptool::estimate_traffic(), shared_cache_bytes) runs

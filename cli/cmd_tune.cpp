@@ -56,6 +56,12 @@ Run add_tune(CLI::App &app) {
                     "band's; 0: search on every row)")
         ->capture_default_str()
         ->check(non_negative());
+    cmd->add_option("--prefix-gflops", o->guided.prefix_gflops,
+                    "Measure a kernel of more than 8x this many GFLOPs on the first iterations "
+                    "of its own outermost loop, about this many GFLOPs, while searching (the "
+                    "figures reported are then the prefixes'; 0: whole kernels)")
+        ->capture_default_str()
+        ->check(non_negative());
     cmd->add_option("--robust-margin", o->guided.robust_margin,
                     "Take a kernel up to this fraction slower than the fastest measured when the "
                     "fastest reads again from beyond L2 in short runs and this one does not "
@@ -130,6 +136,7 @@ Run add_tune(CLI::App &app) {
                                        {"batch", r.batch},
                                        {"band_rows", r.band_rows},
                                        {"rows", r.rows},
+                                       {"prefix_measurements", r.prefix_measurements},
                                        {"rollouts", r.rollouts},
                                        {"budget_s", o->guided.budget_s},
                                        {"call_seconds", r.call_seconds},
@@ -182,6 +189,11 @@ Run add_tune(CLI::App &app) {
                             "  searched on {} of its {} output rows (--band-gflops): every figure "
                             "is theirs; the actions apply to every row\n",
                             r.band_rows, r.rows);
+                    if (r.prefix_measurements > 0)
+                        fmt::print(
+                            "  {} measurements on the first iterations of a kernel's outermost "
+                            "loop (--prefix-gflops): the figures above are estimates from them\n",
+                            r.prefix_measurements);
                 }
             } catch (const std::exception &e) {
                 if (o->benches.size() == 1) throw;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -97,8 +98,18 @@ public:
     /// it cut short (StepInfo::timed_out: its GFLOPS may be only an upper bound) leaves the
     /// cache again at reset_measure_options(). Throws looptool::Error for bad options.
     void set_measure_options(const looptool::MeasureOptions &m);
-    /// Back to EnvConfig::measure.
+    /// Back to EnvConfig::measure (and to whole kernels: set_prefix_flops(0)).
     void reset_measure_options();
+    /// Under set_measure_options(): a kernel is measured on a prefix of its outermost loop with
+    /// about `target_flops` (looptool/prefix.h) when that is at most `max_share` of the loop, its
+    /// figure the prefix's GFLOPS (or, where some of its work does not shrink with the prefix,
+    /// the whole kernel's time on the line through two prefix lengths). Such figures stay in
+    /// the in-memory cache until reset_measure_options(), which ends this too. 0: whole kernels.
+    /// A search on a 2048^3 matmul (0.16 s a call) spent 8 s measuring whole kernels
+    /// (docs/performance.md (ac)).
+    void set_prefix_flops(double target_flops, double max_share = 0.125);
+    /// Measurements taken on a prefix since the environment was made.
+    int64_t prefix_measurements() const { return prefix_measurements_; }
     /// evaluate(p) with a fresh measurement under the current protocol, whatever the cache holds
     /// (a search's finalists, first measured with fewer calls).
     double measure_again(const looptool::Program &p, StepInfo *info = nullptr);
@@ -137,6 +148,17 @@ private:
     looptool::MeasureOptions measure_;               // the protocol in use
     bool custom_measure_ = false;                    // set_measure_options() is in force
     std::vector<std::string> cut_keys_;              // cut short under a custom protocol
+    double prefix_flops_ = 0, prefix_share_ = 0;     // set_prefix_flops()
+    std::vector<std::string> prefix_keys_;           // measured on a prefix
+    int64_t prefix_measurements_ = 0;
+    /// Compiles p (verifying it when configured) and measures `run` (p, or its prefix) with `o`.
+    looptool::Measurement compile_and_measure(const looptool::Program &p,
+                                              const looptool::Program &run,
+                                              const looptool::MeasureOptions &o, StepInfo &out);
+    /// evaluate()'s measurement of p on prefixes (set_prefix_flops()); nullopt: p is measured
+    /// whole.
+    std::optional<looptool::Measurement> measure_on_prefix(const looptool::Program &p,
+                                                           StepInfo &out);
     double gflops_ = 0;
     int steps_ = 0;
     std::vector<looptool::Action> history_;

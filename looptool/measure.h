@@ -44,7 +44,9 @@ struct Measurement {
 /// (negative counts, a NaN minimum time, a cap that is not positive and finite).
 void check_measure_options(const MeasureOptions &o);
 
-/// Times `fn` on `buffers` (see KernelFn); FLOPs are c.flops() (2*m*n*k for a matmul).
+/// Times `fn` on `buffers` (see KernelFn); FLOPs are c.flops() (2*m*n*k for a matmul). A buffer
+/// may be larger than its tensor (a prefix of a kernel runs on the whole kernel's buffers,
+/// looptool/prefix.h); a smaller one is an Error.
 Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
                            const MeasureOptions &options = {});
 

@@ -87,6 +87,7 @@ py::dict result_dict(const looptune::GuidedResult &r) {
     d["batch"] = r.batch;
     d["band_rows"] = r.band_rows;
     d["rows"] = r.rows;
+    d["prefix_measurements"] = r.prefix_measurements;
     return d;
 }
 
