@@ -50,6 +50,7 @@ TEST(CliOptions, OutOfRangeValuesAreRefusedWithOneLineNamingTheOption) {
         {"train --dataset ds --out run --steps -100", "--steps"},
         {"peak --seconds nan --no-store", "--seconds"},
         {"tune --bench ds/mm8_8_8 --band-gflops nan", "--band-gflops"},
+        {"tune --bench ds/mm8_8_8 --prefix-gflops -1", "--prefix-gflops"},
     };
     for (const auto &c : cases) {
         RunResult r = run_cli(dir, c.args);

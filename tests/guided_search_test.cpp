@@ -204,6 +204,29 @@ TEST(GuidedSearch, ARowBandIsTheSameConvOnFewerOutputRows) {
     EXPECT_EQ(conv_band_rows(make_matmul(8, 8, 8), 1), 0);
 }
 
+TEST(GuidedSearch, MeasuresLargeKernelsOnPrefixesAndLeavesNoPrefixFigureBehind) {
+    // 786 KFLOP: with prefixes of 20 KFLOP every state of 160 KFLOP or more is measured on the
+    // first iterations of its outermost loop (looptool/prefix.h).
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(96, 64, 64);
+    GuidedConfig c;
+    c.budget_s = 1;
+    c.prefix_gflops = 2e-5;
+    GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_GT(r.prefix_measurements, 0);
+    EXPECT_EQ(env.prefix_measurements(), r.prefix_measurements);
+    expect_replays_and_verifies(env, start, r);
+    // The search's figures were the prefixes': the environment measures the winner whole now.
+    const int64_t measured = env.counters().measurements;
+    EXPECT_GT(env.evaluate(r.best), 0);
+    EXPECT_EQ(env.counters().measurements, measured + 1);
+    EXPECT_EQ(env.prefix_measurements(), r.prefix_measurements);
+    // Without prefixes, none.
+    Environment whole = policy_env();
+    c.prefix_gflops = 0;
+    EXPECT_EQ(guided_search(shipped_policy(), whole, start, c).prefix_measurements, 0);
+}
+
 TEST(GuidedSearch, GreedyModeIsTheGreedyRolloutAlone) {
     Environment env = policy_env();
     const Program start = tests::matmul_program(48, 64, 32);
@@ -331,7 +354,8 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
                            GuidedConfig{.max_steps = 3}, GuidedConfig{.batch_slice = -1},
                            GuidedConfig{.batch_slice = 1}, GuidedConfig{.band_gflops = -1},
                            GuidedConfig{.robust_margin = -0.1}, GuidedConfig{.robust_margin = 1},
-                           GuidedConfig{.robust_margin = NAN}})
+                           GuidedConfig{.robust_margin = NAN}, GuidedConfig{.prefix_gflops = -1},
+                           GuidedConfig{.prefix_gflops = NAN}})
         EXPECT_THROW(guided_search(shipped_policy(), env, start, c), Error);
 }
 
