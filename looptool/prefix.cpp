@@ -120,9 +120,9 @@ int64_t prefix_iterations(const Program &p, double target_flops, double max_shar
     const Loop &loop = main.loops[size_t(depth)];
     const double share =
         double(inner_coverage(main, depth)) / double(p.comp->vars[size_t(loop.var)].extent);
-    const int64_t r =
-        std::max<int64_t>(2, int64_t(std::ceil(target_flops / (p.comp->flops() * share))));
-    return double(r) <= max_share * double(loop.size) ? r : 0;
+    // In double until it is known to fit the loop (a huge target must not overflow int64).
+    const double r = std::max(2.0, std::ceil(target_flops / (p.comp->flops() * share)));
+    return r <= max_share * double(loop.size) ? int64_t(r) : 0;
 }
 
 }  // namespace looptool

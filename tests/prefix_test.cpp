@@ -144,6 +144,8 @@ TEST(OuterPrefix, IterationsForATargetAreAtLeastTwoAndAnEighthAtMost) {
     EXPECT_EQ(prefix_iterations(p, 1), 2);
     EXPECT_EQ(prefix_iterations(p, whole / 8), 32);
     EXPECT_EQ(prefix_iterations(p, whole / 4), 0);  // a quarter: the whole kernel is cheap
+    EXPECT_EQ(prefix_iterations(p, whole / 4, 0.5), 64);
+    EXPECT_EQ(prefix_iterations(p, 1e300), 0);
 }
 
 TEST(OuterPrefix, TheEnvironmentMeasuresLargeKernelsOnPrefixesOnlyWhileASearchAsks) {
