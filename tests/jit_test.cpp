@@ -19,6 +19,7 @@
 #include "test_util.h"
 
 using namespace looptool;
+using looptool::tests::matches_reference;
 using looptool::tests::matmul_program;
 
 namespace {
@@ -35,34 +36,6 @@ Program program_of(Computation c) {
 Program apply_all(Program p, const std::string &actions) {
     for (Action a : parse_action_list(actions)) p = apply(p, a);
     return p;
-}
-
-// Runs the kernel twice on buffers whose non-input tensors start as NaN (so every element
-// it must write or zero is checked, and a reduction it forgets to re-zero shows up on the
-// second run) and compares each result with the reference.
-::testing::AssertionResult matches_reference(Jit &jit, const Program &p, uint64_t seed = 7) {
-    const Computation &c = p.computation();
-    Buffers got = make_buffers(c, seed);
-    const Reference want = compute_reference(c, got);
-    fill_non_inputs(c, got, std::numeric_limits<float>::quiet_NaN());
-    Kernel k;
-    try {
-        k = jit.compile(p);
-    } catch (const std::exception &e) {
-        return ::testing::AssertionFailure() << "compile failed: " << e.what() << "\n"
-                                             << dump(p, false);
-    }
-    const int32_t cancel = 0;
-    auto ptrs = got.pointers();
-    for (int run = 0; run < 2; ++run) {
-        k.fn(ptrs.data(), &cancel);
-        Comparison cmp = compare_outputs(c, want, got);
-        if (!cmp.ok)
-            return ::testing::AssertionFailure()
-                   << "run " << run << ": " << cmp.first_mismatch << "\n"
-                   << dump(p, false);
-    }
-    return ::testing::AssertionSuccess();
 }
 
 // The 8x32 register tile from the naive m, k, n nest: m_o, n_o, k, m_i (unrolled),

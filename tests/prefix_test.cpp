@@ -6,16 +6,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <random>
 
 #include "agents/tile_schedules.h"
 #include "env/environment.h"
 #include "looptool/error.h"
-#include "looptool/interpreter.h"
 #include "looptool/jit.h"
 #include "looptool/text_format.h"
-#include "looptool/verify.h"
 #include "test_util.h"
 
 using namespace looptool;
@@ -27,8 +24,8 @@ Jit &test_jit() {
     return *jit;
 }
 
-// The prefix computes its own computation right (JIT kernel against the reference), and runs
-// on the whole kernel's buffers: the same tensors, none larger.
+// The prefix computes its own computation right (its JIT kernel against the reference, twice on
+// the same buffers), and runs on the whole kernel's buffers: the same tensors, none larger.
 void expect_correct_prefix(const Program &whole, const OuterPrefix &x) {
     const Computation &c = *x.program.comp, &w = *whole.comp;
     ASSERT_EQ(c.tensors.size(), w.tensors.size());
@@ -38,13 +35,7 @@ void expect_correct_prefix(const Program &whole, const OuterPrefix &x) {
     }
     EXPECT_EQ(c.vars[size_t(x.var)].extent, x.elements);
     EXPECT_LT(x.elements, x.extent);
-    Buffers in = make_buffers(c, 3);
-    const Reference want = compute_reference(c, in);
-    Buffers got = in;
-    fill_non_inputs(c, got, std::numeric_limits<float>::quiet_NaN());
-    test_jit().compile(x.program).fn(got.pointers().data(), nullptr);
-    const Comparison r = compare_outputs(c, want, got, 1.0);
-    EXPECT_TRUE(r.ok) << r.first_mismatch << "\n" << dump(x.program, false);
+    EXPECT_TRUE(tests::matches_reference(test_jit(), x.program));
 }
 
 }  // namespace

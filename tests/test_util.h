@@ -1,4 +1,5 @@
-// Helpers shared by the tests: small programs and random legal action sequences.
+// Helpers shared by the tests: small programs, random legal action sequences, and a JIT kernel
+// checked against the reference.
 #pragma once
 
 #include <sys/wait.h>
@@ -8,17 +9,52 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "agents/tile_schedules.h"
 #include "looptool/actions.h"
+#include "looptool/interpreter.h"
 #include "looptool/ir.h"
+#include "looptool/jit.h"
 #include "looptool/loop_tree.h"
+#include "looptool/text_format.h"
+#include "looptool/verify.h"
 
 namespace looptool::tests {
+
+// Runs the kernel twice on buffers whose non-input tensors start as NaN (so every element
+// it must write or zero is checked, and a reduction it forgets to re-zero shows up on the
+// second run) and compares each result with the reference.
+inline ::testing::AssertionResult matches_reference(Jit &jit, const Program &p, uint64_t seed = 7) {
+    const Computation &c = p.computation();
+    Buffers got = make_buffers(c, seed);
+    const Reference want = compute_reference(c, got);
+    fill_non_inputs(c, got, std::numeric_limits<float>::quiet_NaN());
+    Kernel k;
+    try {
+        k = jit.compile(p);
+    } catch (const std::exception &e) {
+        return ::testing::AssertionFailure() << "compile failed: " << e.what() << "\n"
+                                             << dump(p, false);
+    }
+    const int32_t cancel = 0;
+    auto ptrs = got.pointers();
+    for (int run = 0; run < 2; ++run) {
+        k.fn(ptrs.data(), &cancel);
+        Comparison cmp = compare_outputs(c, want, got);
+        if (!cmp.ok)
+            return ::testing::AssertionFailure()
+                   << "run " << run << ": " << cmp.first_mismatch << "\n"
+                   << dump(p, false);
+    }
+    return ::testing::AssertionSuccess();
+}
 
 inline Program matmul_program(int64_t m, int64_t n, int64_t k) {
     return Program::naive(std::make_shared<Computation>(make_matmul(m, n, k)));
