@@ -329,7 +329,7 @@ public:
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
         // A kernel measured on prefixes: about the finalists' prefix (rounded up to whole
         // iterations, or two prefixes).
-        const double prefix = kFinalPrefix * config_.prefix_gflops * 1e9;
+        const double prefix = final_prefix_flops();
         const double measured = prefix > 0 && flops_ > 2 * prefix ? 1.5 * prefix : flops_;
         const double call_s = measured / (best_gflops_ * 1e9);
         const looptool::MeasureOptions m =
@@ -339,6 +339,9 @@ public:
         return (kFinalists + 3) *
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
+
+    /// The finalists' prefixes, FLOPs (0: whole kernels).
+    double final_prefix_flops() const { return kFinalPrefix * config_.prefix_gflops * 1e9; }
 
     /// Seconds a call of the best kernel so far takes.
     double best_call_s() const { return flops_ / (best_gflops_ * 1e9); }
@@ -402,7 +405,7 @@ public:
         // (With fewer calls than configured the figures are not the store's to keep.)
         const looptool::MeasureOptions fin = finals_options();
         if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
-        env_.set_prefix_flops(kFinalPrefix * config_.prefix_gflops * 1e9, 0.5);
+        env_.set_prefix_flops(final_prefix_flops(), 0.5);
         std::vector<double> gflops(finals.size());
         std::vector<bool> fragile_finals(finals.size());
         for (size_t f = 0; f < finals.size(); ++f) {

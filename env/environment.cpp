@@ -68,14 +68,7 @@ void Environment::reset(const Program &program) {
     gflops_ = evaluate(program_);
 }
 
-namespace {
-
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-}  // namespace
 
 double Environment::evaluate(const Program &p, StepInfo *info) {
     StepInfo local;
@@ -87,7 +80,7 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
     if (auto it = cache_.find(key); it != cache_.end()) {
         ++counters_.cache_hits;
         out.from_cache = true;
-        counters_.lookup_seconds += since(t0);
+        counters_.lookup_seconds += seconds_since(t0);
         return out.gflops = it->second;
     }
     if (store_) {
@@ -95,11 +88,11 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
             ++counters_.store_hits;
             out.from_cache = true;
             cache_[key] = m->median_gflops;
-            counters_.lookup_seconds += since(t0);
+            counters_.lookup_seconds += seconds_since(t0);
             return out.gflops = m->median_gflops;
         }
     }
-    counters_.lookup_seconds += since(t0);
+    counters_.lookup_seconds += seconds_since(t0);
     out.compile_ms = 0;
     const std::optional<Measurement> on_prefix = measure_on_prefix(p, out);
     const Measurement m = on_prefix ? *on_prefix : compile_and_measure(p, p, measure_, out);
@@ -116,7 +109,7 @@ Measurement Environment::compile_and_measure(const Program &p, const Program &ru
                                              const MeasureOptions &o, StepInfo &out) {
     const Clock::time_point t1 = Clock::now();
     Kernel k = jit_->compile(run);
-    counters_.compile_seconds += since(t1);
+    counters_.compile_seconds += seconds_since(t1);
     if (!k.cached) ++counters_.compiles;
     out.compile_ms += k.compile_ms;
     if (config_.verify && !k.cached) {
@@ -127,7 +120,7 @@ Measurement Environment::compile_and_measure(const Program &p, const Program &ru
     }
     const Clock::time_point t2 = Clock::now();
     Measurement m = measure_kernel(k.fn, *run.comp, buffers_, o);
-    counters_.measure_seconds += since(t2);
+    counters_.measure_seconds += seconds_since(t2);
     ++counters_.measurements;
     return m;
 }
@@ -155,9 +148,10 @@ std::optional<Measurement> Environment::measure_on_prefix(const Program &p, Step
     const int64_t r = prefix_iterations(p, prefix_flops_, prefix_share_);
     if (r == 0) return std::nullopt;
     const std::optional<OuterPrefix> a = outer_prefix(p, r);
+    if (!a) return std::nullopt;
     // Work that does not shrink needs a second, longer prefix (below): 4r, or what the loop has.
-    const int64_t r2 = std::min(4 * r, a ? a->of_iterations - 1 : 0);
-    if (!a || (a->has_fixed_work && r2 < 2 * r)) return std::nullopt;
+    const int64_t r2 = std::min(4 * r, a->of_iterations - 1);
+    if (a->has_fixed_work && r2 < 2 * r) return std::nullopt;
     const double whole = p.comp->flops();
     auto measure = [&](const OuterPrefix &x) {
         ++prefix_measurements_;

@@ -20,13 +20,13 @@
 
 namespace looptool {
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 /// Sleeps until `deadline` or until stopped; at the deadline it raises `*flag`. The flag is
 /// written with an atomic store because the kernel reads it through a volatile pointer from

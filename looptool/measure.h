@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -61,6 +62,9 @@ MeasureOptions uncut_options(MeasureOptions o);
 /// 3-7 s). Throws Error when even that is cut.
 Measurement measure_kernel_uncut(KernelFn fn, const Computation &c, Buffers &buffers,
                                  const MeasureOptions &options = {});
+
+/// Wall-clock seconds since `t0` (steady clock).
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 /// Pins the calling thread to `core` (-1: its current core). Returns the core, or -1 if
 /// pinning is not possible here.

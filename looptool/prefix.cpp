@@ -68,19 +68,15 @@ std::optional<OuterPrefix> outer_prefix(const Program &p, int64_t iterations) {
     c.vars[size_t(out.var)].extent = out.elements;
     // The tensors statements write, cut where the variable leads a dimension's index (alone, or
     // as the top digit of a dimension `pack` cut: T[8*m_o + m_i, n]); the inputs and the packed
-    // copies keep their layout.
-    const int64_t old_extent = out.extent;
-    for (size_t t = 0; t < c.tensors.size(); ++t) {
-        if (c.tensors[t].kind != TensorKind::Temp && c.tensors[t].kind != TensorKind::Output)
-            continue;
-        for (const Statement &s : c.stmts) {
-            if (s.out.tensor != int(t)) continue;
-            for (size_t d = 0; d < s.out.index.size(); ++d) {
-                const int64_t coef = s.out.index[d].coef_of(out.var);
-                if (coef > 0 && s.out.index[d].offset == 0 &&
-                    c.tensors[t].shape[d] == coef * old_extent)
-                    c.tensors[t].shape[d] = coef * out.elements;
-            }
+    // copies keep their layout. (A tensor two statements write is cut once: its dimension no
+    // longer covers the whole extent the second time.)
+    for (const Statement &s : c.stmts) {
+        Tensor &t = c.tensors[size_t(s.out.tensor)];
+        if (t.kind != TensorKind::Temp && t.kind != TensorKind::Output) continue;
+        for (size_t d = 0; d < s.out.index.size(); ++d) {
+            const int64_t coef = s.out.index[d].coef_of(out.var);
+            if (coef > 0 && s.out.index[d].offset == 0 && t.shape[d] == coef * out.extent)
+                t.shape[d] = coef * out.elements;
         }
     }
     // A reduction over the variable: its output is not cut and starts from zero at entry.
