@@ -2,7 +2,7 @@
 // our JIT's schedule of each conv benchmark (the best measured row of a `looptool compare`
 // results.csv, or the naive nest) against oneDNN's direct convolution on our NCHW/OIHW tensors
 // (onednn-conv-plain) and in its preferred blocked layouts (onednn-conv-best, reorders not
-// timed): benchmarks/onednn_conv.h. Every kernel is checked once against the reference before
+// timed): baselines/onednn_conv.h. Every kernel is checked once against the reference before
 // it is timed; the sides alternate round by round and each figure is the median of its
 // per-round medians.
 #include <fmt/format.h>
@@ -16,35 +16,27 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "agents/tile_schedules.h"
-#include "benchmarks/onednn_conv.h"
-#include "benchmarks/reference_kernels.h"
-#include "benchmarks/side_by_side.h"
+#include "baselines/onednn_conv.h"
+#include "baselines/reference_kernels.h"
+#include "baselines/side_by_side.h"
 #include "env/dataset.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/jit.h"
+#include "looptool/measure/measure.h"
+#include "search/tile_schedules.h"
+#include "util/stats.h"
+
+using looptune::geomean;
+using looptune::median;
 
 using namespace looptool;
 namespace lb = looptune::bench;
 namespace fs = std::filesystem;
 
 namespace {
-
-double geomean(const std::vector<double> &v) {
-    double s = 0;
-    for (double x : v) s += std::log(x);
-    return v.empty() ? 0 : std::exp(s / double(v.size()));
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Best {
     std::string method, actions;

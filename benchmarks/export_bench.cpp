@@ -1,4 +1,4 @@
-// The exported kernel (looptool/export.h, called through its C signature from a shared
+// The exported kernel (looptool/jit/export.h, called through its C signature from a shared
 // object built by `cc`) against the JIT's kernel for the same schedule, side by side in one
 // process: rounds alternate the two, each round timing `--calls` calls after a warm-up;
 // GFLOPS are medians over all timed calls. Both kernels are checked against the reference
@@ -14,24 +14,23 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/export.h"
-#include "looptool/interpreter.h"
-#include "looptool/jit.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/export.h"
+#include "looptool/jit/jit.h"
+#include "search/tile_schedules.h"
+#include "util/stats.h"
+
+using looptune::geomean;
+using looptune::median;
 
 using namespace looptool;
 
 namespace {
 
 using Fn3 = void (*)(const float *, const float *, float *);
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 struct Case {
     std::string label;

@@ -17,12 +17,12 @@
 #include <memory>
 #include <set>
 
-#include "agents/guided_search.h"
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/jit/jit.h"
+#include "looptool/measure/measure.h"
+#include "search/tile_schedules.h"
+#include "tune/guided_search.h"
 
 using namespace looptool;
 

@@ -19,17 +19,21 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "agents/tile_schedules.h"
-#include "benchmarks/reference_kernels.h"
-#include "benchmarks/side_by_side.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/generate.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
-#include "looptool/text_format.h"
-#include "looptool/traffic.h"
-#include "looptool/verify.h"
+#include "baselines/reference_kernels.h"
+#include "baselines/side_by_side.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/gen/generate.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/jit.h"
+#include "looptool/measure/measure.h"
+#include "looptool/measure/traffic.h"
+#include "search/tile_schedules.h"
+#include "util/stats.h"
+
+using looptune::geomean;
+using looptune::median;
 
 using namespace looptool;
 namespace lb = looptune::bench;
@@ -70,19 +74,6 @@ std::vector<MatmulShape> shapes_for(const std::string &which) {
         }
     }
     return v;
-}
-
-double geomean(const std::vector<double> &v) {
-    if (v.empty()) return 0;
-    double s = 0;
-    for (double x : v) s += std::log(x);
-    return std::exp(s / double(v.size()));
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /// One shape's inputs and the reference result, computed once.
@@ -277,7 +268,7 @@ int main(int argc, char **argv) {
     app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
     app.add_flag("--traffic", traffic,
                  "With --list-family: each member's estimated traffic beyond L2 "
-                 "(looptool/traffic.h) instead of its actions");
+                 "(looptool/measure/traffic.h) instead of its actions");
     app.add_flag("--compare-prefetch", compare_prefetch,
                  "With --schedules: each schedule also compiled without the lowering's block "
                  "prefetches (NAME no-prefetch), side by side");

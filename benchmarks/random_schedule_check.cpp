@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "looptool/error.h"
-#include "looptool/schedule_check.h"
+#include "looptool/check/schedule_check.h"
+#include "looptool/ir/error.h"
 
 int main(int argc, char **argv) {
     CLI::App app{"Random legal schedules on odd shapes, checked by interpreter and JIT"};

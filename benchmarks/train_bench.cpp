@@ -14,9 +14,9 @@
 
 #include <unistd.h>
 
-#include "agents/learner.h"
-#include "agents/trainer.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "rl/learner.h"
+#include "rl/trainer.h"
 
 using namespace looptool;
 using namespace looptune;
@@ -75,7 +75,7 @@ TrainConfig default_config(bool gnn) {
 }
 
 // One Learner::replay_step: prioritized sample of 64 from 5,000 transitions, the update, the
-// priorities written back, on the dense path (agents/dense_qnet.h). Arg 0: MLP (256), 1: GNN (3
+// priorities written back, on the dense path (rl/dense_qnet.h). Arg 0: MLP (256), 1: GNN (3
 // rounds of 64, readout 256); 2 and 3: the same through LibTorch's autograd (what the dense path
 // replaced, side by side).
 void BM_LearnerUpdate(benchmark::State &state) {

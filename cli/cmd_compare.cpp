@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
-#include "agents/guided_search.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "experiments/compare.h"
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
+#include "tune/guided_search.h"
 
 namespace looptool::cli {
 

@@ -1,11 +1,11 @@
 #include <fmt/format.h>
 
-#include "agents/policy.h"
 #include "cli/commands.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/export.h"
-#include "looptool/text_format.h"
+#include "looptool/actions/actions.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/export.h"
+#include "tune/policy.h"
 
 namespace looptool::cli {
 

@@ -4,9 +4,9 @@
 
 #include "cli/commands.h"
 #include "env/dataset.h"
-#include "looptool/error.h"
-#include "looptool/generate.h"
-#include "looptool/random_shapes.h"
+#include "looptool/gen/generate.h"
+#include "looptool/gen/random_shapes.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

@@ -2,7 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "looptool/measure.h"
+#include "looptool/measure/measure.h"
 
 namespace looptool::cli {
 

@@ -4,10 +4,10 @@
 #include "cli/validators.h"
 #include "env/environment.h"
 #include "env/graph_observation.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

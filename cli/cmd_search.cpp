@@ -1,16 +1,16 @@
 #include <fmt/format.h>
 
-#include "agents/search.h"
-#include "agents/trace.h"
 #include "env/dataset.h"
+#include "search/search.h"
+#include "search/trace.h"
 
 #include <filesystem>
 #include <random>
 #include <set>
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "experiments/slurm/sbatch.h"
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

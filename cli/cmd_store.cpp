@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "cli/commands.h"
-#include "env/measurement_store.h"
-#include "looptool/error.h"
+#include "env/store/measurement_store.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

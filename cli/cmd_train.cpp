@@ -3,12 +3,12 @@
 
 #include <filesystem>
 
-#include "agents/metrics.h"
-#include "agents/trainer.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "experiments/plot.h"
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
+#include "rl/metrics.h"
+#include "rl/trainer.h"
 
 namespace looptool::cli {
 
@@ -44,7 +44,7 @@ static void plot_training(const std::string &metrics_csv, const std::string &png
 }
 
 // A word option stored as one of our enums: the words are parsed here, once, so nothing
-// downstream compares strings (agents/trainer.h gives each value its name).
+// downstream compares strings (rl/trainer.h gives each value its name).
 template <class E>
 static void add_enum_option(CLI::App *cmd, const std::string &flag, E *field,
                             std::initializer_list<E> values, const std::string &help) {

@@ -2,12 +2,12 @@
 
 #include <chrono>
 
-#include "agents/guided_search.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
-#include "looptool/traffic.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/measure/traffic.h"
+#include "tune/guided_search.h"
 
 namespace looptool::cli {
 
@@ -104,7 +104,7 @@ Run add_tune(CLI::App &app) {
                 const std::vector<std::string> best = action_names(r.actions),
                                                rollout = action_names(g.actions),
                                                seed = action_names(r.best_seed_actions);
-                // What the chosen kernel moves beyond L2 (looptool/traffic.h).
+                // What the chosen kernel moves beyond L2 (looptool/measure/traffic.h).
                 const looptool::TrafficEstimate traffic = looptool::estimate_traffic(
                     *r.best.comp, r.best.tree, looptool::private_cache_bytes());
                 nlohmann::json seeds = nlohmann::json::array();

@@ -6,9 +6,9 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "env/environment.h"
-#include "looptool/csv.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/csv.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 

@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "env/environment.h"
-#include "looptool/error.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/ir/error.h"
 
 namespace looptool::cli {
 void print_json(const nlohmann::json &j) { std::cout << j.dump(2) << std::endl; }

@@ -9,7 +9,7 @@
 #include <random>
 #include <set>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 namespace looptune {
 

@@ -8,10 +8,10 @@
 #include <limits>
 
 #include "env/observations.h"
-#include "looptool/error.h"
-#include "looptool/memory.h"
-#include "looptool/prefix.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/ir/memory.h"
+#include "looptool/measure/prefix.h"
 
 namespace looptune {
 

@@ -15,12 +15,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "env/measurement_store.h"
 #include "env/observations.h"
-#include "looptool/actions.h"
-#include "looptool/jit.h"
-#include "looptool/measure.h"
-#include "looptool/verify.h"
+#include "env/store/measurement_store.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/jit/jit.h"
+#include "looptool/measure/measure.h"
 
 namespace looptune {
 
@@ -101,10 +101,10 @@ public:
     /// Back to EnvConfig::measure (and to whole kernels: set_prefix_flops(0)).
     void reset_measure_options();
     /// Under set_measure_options(): a kernel is measured on a prefix of its outermost loop with
-    /// about `target_flops` (looptool/prefix.h) when that is at most `max_share` of the loop, its
-    /// figure the prefix's GFLOPS (or, where some of its work does not shrink with the prefix,
-    /// the whole kernel's time on the line through two prefix lengths). Such figures stay in
-    /// the in-memory cache until reset_measure_options(), which ends this too. 0: whole kernels.
+    /// about `target_flops` (looptool/measure/prefix.h) when that is at most `max_share` of the
+    /// loop, its figure the prefix's GFLOPS (or, where some of its work does not shrink with the
+    /// prefix, the whole kernel's time on the line through two prefix lengths). Such figures stay
+    /// in the in-memory cache until reset_measure_options(), which ends this too. 0: whole kernels.
     /// A search on a 2048^3 matmul (0.16 s a call) spent 8 s measuring whole kernels
     /// (docs/performance.md (ac)).
     void set_prefix_flops(double target_flops, double max_share = 0.125);

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
 
 namespace looptune {
 

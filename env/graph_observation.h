@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "looptool/loop_tree.h"
+#include "looptool/ir/loop_tree.h"
 
 namespace looptune {
 

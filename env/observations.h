@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "looptool/actions.h"
-#include "looptool/loop_tree.h"
+#include "looptool/actions/actions.h"
+#include "looptool/ir/loop_tree.h"
 
 namespace looptune {
 

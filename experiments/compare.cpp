@@ -11,16 +11,17 @@
 #include <set>
 #include <sstream>
 
-#include "agents/search.h"
-#include "benchmarks/onednn_conv.h"
-#include "benchmarks/reference_kernels.h"
+#include "baselines/onednn_conv.h"
+#include "baselines/reference_kernels.h"
 #include "env/environment.h"
 #include "experiments/plot.h"
-#include "looptool/csv.h"
-#include "looptool/error.h"
-#include "looptool/interpreter.h"
-#include "looptool/measure.h"
-#include "looptool/text_format.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/formats/csv.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
+#include "search/search.h"
+#include "util/stats.h"
 
 namespace looptune {
 
@@ -164,20 +165,6 @@ std::function<double()> library_measurer(const std::string &bench, const std::st
 bool is_matmul(const Computation &c) {
     if (c.tensors.size() != 4 || c.vars.size() != 3) return false;
     return c == make_matmul(c.vars[0].extent, c.vars[2].extent, c.vars[1].extent, c.name);
-}
-
-double geomean(const std::vector<double> &v) {
-    if (v.empty()) return 0;
-    double s = 0;
-    for (double x : v) s += std::log(std::max(x, 1e-12));
-    return std::exp(s / double(v.size()));
-}
-
-std::string format_duration(double s) {
-    if (!std::isfinite(s)) return "?";
-    if (s < 120) return fmt::format("{:.0f}s", s);
-    if (s < 7200) return fmt::format("{:.0f}m", s / 60);
-    return fmt::format("{:.1f}h", s / 3600);
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "env/dataset.h"
-#include "looptool/actions.h"
-#include "looptool/loop_tree.h"
-#include "looptool/measure.h"
+#include "looptool/actions/actions.h"
+#include "looptool/ir/loop_tree.h"
+#include "looptool/measure/measure.h"
 
 namespace looptune {
 

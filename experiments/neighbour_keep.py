@@ -4,9 +4,9 @@
 Reads pairs of `matmul_bench --schedules ... --json` files of the same shape, one run quiet and
 one with `--neighbour-core`, named SHAPE_quiet.json and SHAPE_neighbour.json in DIR. For every
 schedule: its median GFLOPS in both, the fraction it keeps, and the model's figures
-(`l2_traffic_ratio`, `shared_cache_ratio`; looptool/traffic.h). Then, over all shapes, how
+(`l2_traffic_ratio`, `shared_cache_ratio`; looptool/measure/traffic.h). Then, over all shapes, how
 the kernels the model says depend on the shared L3 (shared_cache_ratio > --threshold, as
-agents/guided_search.h's kFragileShortRuns) fared against the others, and per shape the
+tune/guided_search.h's kFragileShortRuns) fared against the others, and per shape the
 fastest kernel against the fastest that does not depend on it.
 
     experiments/neighbour_keep.py DIR [--threshold 2] [--top 10]

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 namespace looptune {
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "looptool/error.h"
-#include "looptool/loop_tool_import.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/loop_tool_import.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string_view text(reinterpret_cast<const char *>(data), size);

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/actions/actions.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string_view text(reinterpret_cast<const char *>(data), size);

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include "env/measurement_store.h"
-#include "looptool/error.h"
+#include "env/store/measurement_store.h"
+#include "looptool/ir/error.h"
 
 namespace {
 std::string scratch_path() {

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "env/measurement_store.h"
+#include "env/store/measurement_store.h"
 
 int main(int argc, char **argv) {
     if (argc != 2) {

@@ -11,16 +11,16 @@
 #include <optional>
 #include <random>
 
-#include "agents/guided_search.h"
 #include "env/dataset.h"
 #include "env/environment.h"
 #include "env/graph_observation.h"
 #include "env/observations.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/export.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/export.h"
+#include "tune/guided_search.h"
 
 namespace py = pybind11;
 using namespace looptool;

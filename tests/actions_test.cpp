@@ -1,14 +1,14 @@
 // Cursor actions: structure and cursor after each action, tails, legality, presets and parsing.
 // The semantics tested here are the ones documented in docs/actions.md.
-#include "looptool/actions.h"
+#include "looptool/actions/actions.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "looptool/generate.h"
+#include "looptool/gen/generate.h"
 #include "test_util.h"
 
 using namespace looptool;

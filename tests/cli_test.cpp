@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "looptool/error.h"
-#include "looptool/loop_tool_import.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/loop_tool_import.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

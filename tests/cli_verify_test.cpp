@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "looptool/memory.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/memory.h"
 #include "tests/test_util.h"
 
 namespace looptool {

@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include "looptool/error.h"
-#include "looptool/generate.h"
+#include "looptool/gen/generate.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptune;

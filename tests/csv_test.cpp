@@ -2,8 +2,8 @@
 // an unterminated quote named with its file and line.
 #include <gtest/gtest.h>
 
-#include "looptool/csv.h"
-#include "looptool/error.h"
+#include "looptool/formats/csv.h"
+#include "looptool/ir/error.h"
 
 using namespace looptool;
 

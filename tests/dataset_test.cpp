@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 namespace looptune {
 namespace {

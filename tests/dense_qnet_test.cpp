@@ -1,14 +1,14 @@
-// The dense Q-network (agents/dense_qnet.h) against LibTorch's autograd, for both encoders: the
+// The dense Q-network (rl/dense_qnet.h) against LibTorch's autograd, for both encoders: the
 // same Q-values and gradients for one network, and the same training for a learner over many
 // updates.
-#include "agents/dense_qnet.h"
+#include "rl/dense_qnet.h"
 
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "agents/learner.h"
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
+#include "rl/learner.h"
 
 using namespace looptune;
 

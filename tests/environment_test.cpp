@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <random>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 using namespace looptool;
 using namespace looptune;

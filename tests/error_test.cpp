@@ -1,4 +1,4 @@
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// looptool/export.h: the exported object linked into a C program by `cc`, its numerics
+// looptool/jit/export.h: the exported object linked into a C program by `cc`, its numerics
 // against the reference interpreter, its undefined symbols, and the files it writes.
-#include "looptool/export.h"
+#include "looptool/jit/export.h"
 
 #include <gtest/gtest.h>
 
@@ -14,12 +14,12 @@
 #include <set>
 #include <sstream>
 
-#include "agents/tile_schedules.h"
-#include "looptool/error.h"
-#include "looptool/interpreter.h"
-#include "looptool/lower.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/lower/lower.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 namespace looptool {

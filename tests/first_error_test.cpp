@@ -1,13 +1,13 @@
-// FirstError (agents/first_error.h): an error thrown on another thread comes back with its
+// FirstError (rl/first_error.h): an error thrown on another thread comes back with its
 // class and its origin, and only the first one is kept.
-#include "agents/first_error.h"
+#include "rl/first_error.h"
 
 #include <gtest/gtest.h>
 
 #include <new>
 #include <thread>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 using looptune::FirstError;
 

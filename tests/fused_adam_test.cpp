@@ -1,7 +1,7 @@
 // The fused clip + Adam step against LibTorch's own clip_grad_norm_ and Adam::step (what the
 // learner ran before): same parameters, moments and step counts after many steps, with the
 // clip active and inactive.
-#include "agents/fused_adam.h"
+#include "rl/fused_adam.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Benchmark generation: LoopTune's range syntax and the matmul dataset.
-#include "looptool/generate.h"
+#include "looptool/gen/generate.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <set>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,17 +1,17 @@
-// The guided search (agents/guided_search.h) with the shipped policy: its schedule replays from
+// The guided search (tune/guided_search.h) with the shipped policy: its schedule replays from
 // its actions and verifies against the reference, it is never below the greedy rollout of the
 // same run, it stops near its budget, and bad options are refused. How well it tunes is in
 // docs/performance.md, measured; not here.
-#include "agents/guided_search.h"
+#include "tune/guided_search.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
-#include "agents/tile_schedules.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 using namespace looptool;
@@ -206,7 +206,7 @@ TEST(GuidedSearch, ARowBandIsTheSameConvOnFewerOutputRows) {
 
 TEST(GuidedSearch, MeasuresLargeKernelsOnPrefixesAndLeavesNoPrefixFigureBehind) {
     // 786 KFLOP: with prefixes of 20 KFLOP every state of 160 KFLOP or more is measured on the
-    // first iterations of its outermost loop (looptool/prefix.h).
+    // first iterations of its outermost loop (looptool/measure/prefix.h).
     Environment env = policy_env();
     const Program start = tests::matmul_program(96, 64, 64);
     GuidedConfig c;

@@ -1,5 +1,5 @@
 // The loop_tool importer on LoopTune's whole matmul corpus, on scheduled files, and on bad input.
-#include "looptool/loop_tool_import.h"
+#include "looptool/formats/loop_tool_import.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <functional>
 #include <random>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,13 +1,13 @@
 // The reference and scheduled interpreters: hand-checked values, the comparison, and the
 // property that every random legal action sequence computes the reference result.
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,8 +1,8 @@
-#include "looptool/ir.h"
+#include "looptool/ir/ir.h"
 
 #include <gtest/gtest.h>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 using namespace looptool;
 

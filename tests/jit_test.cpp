@@ -1,5 +1,5 @@
 // The lowering and the JIT: every kernel is checked against the reference interpreter.
-#include "looptool/jit.h"
+#include "looptool/jit/jit.h"
 
 #include <gtest/gtest.h>
 
@@ -9,13 +9,13 @@
 #include <random>
 #include <thread>
 
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/lower.h"
-#include "looptool/optimize.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/lower/lower.h"
+#include "looptool/lower/optimize.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,17 +1,17 @@
 // The lowering's planning steps, without LLVM: copy elision and the per-nest plans that
 // emission reads (lower_elide.h, lower_plan.h). The kernels these plans become are checked
 // against the interpreter in jit_test.cpp.
-#include "looptool/lower_plan.h"
+#include "looptool/lower/lower_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/lower.h"
-#include "looptool/lower_elide.h"
-#include "looptool/text_format.h"
+#include "looptool/actions/actions.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/lower/lower.h"
+#include "looptool/lower/lower_elide.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "looptool/error.h"
-#include "looptool/measure.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
 
 namespace looptool {
 namespace {

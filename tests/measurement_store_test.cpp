@@ -1,4 +1,4 @@
-#include "env/measurement_store.h"
+#include "env/store/measurement_store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "looptool/error.h"
-#include "looptool/lower.h"
+#include "looptool/ir/error.h"
+#include "looptool/lower/lower.h"
 
 namespace looptune {
 namespace {

@@ -1,14 +1,14 @@
-// Memory estimates before allocating (looptool/memory.h): an oversized problem is refused at
+// Memory estimates before allocating (looptool/ir/memory.h): an oversized problem is refused at
 // once, with the figure, instead of ending in std::bad_alloc minutes later.
-#include "looptool/memory.h"
+#include "looptool/ir/memory.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "env/environment.h"
-#include "looptool/error.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/ir/error.h"
 
 namespace looptool {
 namespace {

@@ -1,11 +1,11 @@
-// metrics.csv (agents/metrics.h): rows written are read back by column name, a resume's trim
+// metrics.csv (rl/metrics.h): rows written are read back by column name, a resume's trim
 // keeps exactly the rows up to the checkpoint, and an older file's missing columns stay empty.
-#include "agents/metrics.h"
+#include "rl/metrics.h"
 
 #include <gtest/gtest.h>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptune;

@@ -1,7 +1,7 @@
-// Ape-X across MPI ranks: the message formats (agents/mpi_transport.h), and `looptool train
+// Ape-X across MPI ranks: the message formats (rl/mpi/mpi_transport.h), and `looptool train
 // --distributed mpi` under mpirun on tiny matmuls: a run and its resume, a killed actor rank
 // and a hung one. The mpirun tests are skipped when the build has no MPI (LOOPTUNE_MPIEXEC).
-#include "agents/mpi_transport.h"
+#include "rl/mpi/mpi_transport.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include <regex>
 #include <thread>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptune;

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "env/graph_observation.h"
-#include "looptool/actions.h"
+#include "looptool/actions/actions.h"
 
 using namespace looptool;
 using namespace looptune;

@@ -1,5 +1,5 @@
-// The `pack` layout action (looptool/action_pack.h, docs/actions.md): the packed copy's layout,
-// the cut variables, legality, and every packed kernel checked against the reference of the
+// The `pack` layout action (looptool/actions/action_pack.h, docs/actions.md): the packed copy's
+// layout, the cut variables, legality, and every packed kernel checked against the reference of the
 // computation as the user wrote it (the JIT and the scheduled interpreter).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -7,16 +7,16 @@
 #include <limits>
 #include <random>
 
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/export.h"
-#include "looptool/interpreter.h"
-#include "looptool/jit.h"
-#include "looptool/lower.h"
-#include "looptool/lower_fold.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/export.h"
+#include "looptool/jit/jit.h"
+#include "looptool/lower/lower.h"
+#include "looptool/lower/lower_fold.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 using namespace looptool;

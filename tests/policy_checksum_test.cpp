@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <string>
 
-#include "agents/policy.h"
-#include "looptool/error.h"
-#include "looptool/generate.h"
+#include "looptool/gen/generate.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
+#include "tune/policy.h"
 
 using namespace looptune;
 using looptool::tests::TempDir;

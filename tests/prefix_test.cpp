@@ -1,18 +1,18 @@
-// A prefix of a kernel's outermost loop (looptool/prefix.h): the same schedule on the first
+// A prefix of a kernel's outermost loop (looptool/measure/prefix.h): the same schedule on the first
 // iterations of the loop its main nest starts with, every prefix kernel checked against the
 // reference of its computation, and the environment measuring large kernels on prefixes.
-#include "looptool/prefix.h"
+#include "looptool/measure/prefix.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "agents/tile_schedules.h"
 #include "env/environment.h"
-#include "looptool/error.h"
-#include "looptool/jit.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/jit.h"
+#include "search/tile_schedules.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,6 +1,6 @@
 // The Q-network's batches: the MLP's first layer on a batch's non-zero columns only gives the
 // same Q-values and the same gradients as on all columns.
-#include "agents/qnet.h"
+#include "rl/qnet.h"
 
 #include <gtest/gtest.h>
 

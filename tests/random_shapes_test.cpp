@@ -1,6 +1,6 @@
 // The seeded random-shape spec of `generate --random`: what each family promises, and the
 // errors for requests it cannot meet.
-#include "looptool/random_shapes.h"
+#include "looptool/gen/random_shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 
 using namespace looptool;
 

@@ -11,15 +11,15 @@
 #include <random>
 #include <set>
 
-#include "agents/episode_starts.h"
-#include "agents/metrics.h"
-#include "agents/policy.h"
-#include "agents/replay.h"
-#include "agents/trace.h"
-#include "agents/trainer.h"
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "rl/episode_starts.h"
+#include "rl/metrics.h"
+#include "rl/replay.h"
+#include "rl/trainer.h"
+#include "search/trace.h"
 #include "test_util.h"
+#include "tune/policy.h"
 
 using namespace looptool;
 using namespace looptune;

@@ -1,6 +1,6 @@
 // The random-schedule check at a small count (the benchmark-sized run is
 // benchmarks/random_schedule_check, docs/reliability.md).
-#include "looptool/schedule_check.h"
+#include "looptool/check/schedule_check.h"
 
 #include <gtest/gtest.h>
 

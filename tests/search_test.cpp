@@ -1,11 +1,11 @@
-#include "agents/search.h"
-#include "agents/tile_schedules.h"
+#include "search/search.h"
+#include "search/tile_schedules.h"
 
 #include <gtest/gtest.h>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 using namespace looptool;
 using namespace looptune;

@@ -10,7 +10,7 @@
 #include <functional>
 #include <optional>
 
-#include "looptool/error.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptune::slurm;

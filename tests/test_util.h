@@ -17,14 +17,14 @@
 
 #include <gtest/gtest.h>
 
-#include "agents/tile_schedules.h"
-#include "looptool/actions.h"
-#include "looptool/interpreter.h"
-#include "looptool/ir.h"
-#include "looptool/jit.h"
-#include "looptool/loop_tree.h"
-#include "looptool/text_format.h"
-#include "looptool/verify.h"
+#include "looptool/actions/actions.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/ir.h"
+#include "looptool/ir/loop_tree.h"
+#include "looptool/jit/jit.h"
+#include "search/tile_schedules.h"
 
 namespace looptool::tests {
 

@@ -1,12 +1,12 @@
 // Text forms: dump examples, exact serialization round trips, parse errors, file helpers.
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "looptool/error.h"
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
+#include "looptool/ir/error.h"
 #include "test_util.h"
 
 using namespace looptool;

@@ -1,7 +1,8 @@
-// The traffic model (looptool/traffic.h): the bytes a schedule moves beyond the private cache.
+// The traffic model (looptool/measure/traffic.h): the bytes a schedule moves beyond the private
+// cache.
 #include <gtest/gtest.h>
 
-#include "looptool/traffic.h"
+#include "looptool/measure/traffic.h"
 #include "test_util.h"
 
 using namespace looptool;

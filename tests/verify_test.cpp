@@ -1,18 +1,18 @@
 // Verification against the double-precision reference with a forward error bound
-// (looptool/verify.h, docs/measurement.md): the bound on a hand-checked dot product, no false
+// (looptool/check/verify.h, docs/measurement.md): the bound on a hand-checked dot product, no false
 // mismatch on long reductions (naive and tuned, interpreter and JIT), wrong kernels still
 // caught, NaN/Inf compared as classes, sampling on large problems.
-#include "looptool/verify.h"
+#include "looptool/check/verify.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "looptool/actions.h"
-#include "looptool/error.h"
-#include "looptool/jit.h"
-#include "looptool/text_format.h"
+#include "looptool/actions/actions.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/jit.h"
 #include "tests/test_util.h"
 
 namespace looptool {

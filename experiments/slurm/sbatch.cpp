@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <regex>
 
-#include "looptool/error.h"
-#include "looptool/text_format.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
 
 extern char **environ;
 

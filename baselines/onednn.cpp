@@ -1,0 +1,74 @@
+// oneDNN's sgemm through dlopen, like OpenBLAS (openblas.cpp): Debian's libdnnl.so.2 (oneDNN
+// 2.6) is built with OpenMP (it links libgomp), so its thread count is OpenMP's. LibTorch may
+// have loaded libgomp before main() with OMP_NUM_THREADS unset, so the environment alone is
+// not enough: omp_set_num_threads(1) is called on the library's own libgomp as well, by the
+// thread that calls oneDNN.
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "baselines/reference_kernels.h"
+#include "looptool/ir/error.h"
+
+namespace looptune::bench {
+
+namespace {
+// The header gives the types; the library itself is loaded at run time (load_onednn).
+using SgemmFn = decltype(&dnnl_sgemm);
+SgemmFn g_sgemm = nullptr;
+decltype(&dnnl_version) g_version = nullptr;
+int (*g_max_threads)() = nullptr;
+void (*g_set_threads)(int) = nullptr;
+}  // namespace
+
+void load_onednn() {
+    if (g_sgemm) return;
+    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("DNNL_NUM_THREADS", "1", 1);
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        throw looptool::Error(fmt::format(
+            "cannot load libdnnl.so.2 (oneDNN; apt-get install libdnnl-dev): {}", dlerror()));
+    g_sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "dnnl_sgemm"));
+    g_version = reinterpret_cast<decltype(&dnnl_version)>(dlsym(h, "dnnl_version"));
+    if (!g_sgemm) throw looptool::Error("libdnnl.so.2 has no dnnl_sgemm");
+    // The libgomp oneDNN resolved against (already loaded, so RTLD_NOLOAD finds it).
+    if (void *omp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+        g_set_threads = reinterpret_cast<void (*)(int)>(dlsym(omp, "omp_set_num_threads"));
+        g_max_threads = reinterpret_cast<int (*)()>(dlsym(omp, "omp_get_max_threads"));
+    }
+    if (!g_set_threads)
+        throw looptool::Error(
+            "libdnnl.so.2 is not linked with libgomp: cannot limit it to one thread");
+    g_set_threads(1);
+}
+
+std::string onednn_version() {
+    if (!g_version) return "unknown";
+    const dnnl_version_t *v = g_version();
+    const char *runtime = v->cpu_runtime == DNNL_RUNTIME_SEQ   ? "sequential"
+                          : v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP"
+                          : v->cpu_runtime == DNNL_RUNTIME_TBB ? "TBB"
+                                                               : "other";
+    return fmt::format("oneDNN {}.{}.{} ({} runtime, {} OpenMP threads)", v->major, v->minor,
+                       v->patch, runtime, g_max_threads ? g_max_threads() : -1);
+}
+
+void onednn_one_thread() { g_set_threads(1); }
+
+void onednn_kernel(float *const *buffers, const volatile int32_t *) {
+    // OpenMP's thread count is per calling thread, and the measurement may call from a thread
+    // other than load_onednn's; the call costs nanoseconds against microseconds of sgemm.
+    g_set_threads(1);
+    const Shape s = reference_shape();
+    // oneDNN's gemm driver takes M = 1 (and N = 1) to its own gemv kernels, so this is also
+    // what a user calls for a decode-time GEMV.
+    const dnnl_status_t status = g_sgemm('N', 'N', s.m, s.n, s.k, 1.0f, buffers[0], s.k, buffers[1],
+                                         s.n, 0.0f, buffers[3], s.n);
+    if (status != dnnl_success) std::abort();  // only bad arguments fail: a bug of ours
+}
+
+}  // namespace looptune::bench

@@ -1,0 +1,310 @@
+#include "looptool/actions/action_pack.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+
+#include "looptool/actions/actions.h"
+#include "looptool/ir/error.h"
+
+namespace looptool::detail {
+namespace {
+
+bool uses_var(const Access &a, int v) {
+    const std::vector<int> vars = vars_of(a);
+    return std::find(vars.begin(), vars.end(), v) != vars.end();
+}
+
+// Whether every loop over u in `n` can be cut at `cut` elements: loops outside the cut walk
+// whole multiples of it, and a loop that straddles it walks chunks that divide it.
+bool cuts_at(const Nest &n, int u, int64_t cut) {
+    for (size_t d = 0; d < n.loops.size(); ++d) {
+        if (n.loops[d].var != u) continue;
+        const int64_t in = inner_coverage(n, int(d)), cov = coverage(n, int(d));
+        if (in >= cut) {
+            if (in % cut != 0 || n.loops[d].tail % cut != 0) return false;
+        } else if (cov > cut && (cut % in != 0 || cov % cut != 0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// T's variables in its own layout, outermost first: per dimension, by decreasing coefficient
+// (A[m, 256*k_o + k_i]: m, k_o, k_i). `a` is an exact cover.
+std::vector<int> layout_vars(const Access &a) {
+    std::vector<int> vars;
+    for (const Affine &f : a.index) {
+        std::vector<Affine::Term> terms = f.terms;
+        std::sort(terms.begin(), terms.end(),
+                  [](const Affine::Term &x, const Affine::Term &y) { return x.coef > y.coef; });
+        for (const Affine::Term &t : terms) vars.push_back(t.var);
+    }
+    return vars;
+}
+
+// P's dimensions (plan.dims) and cuts (plan.cut): the runs of T's variables in the nest's loop
+// order, a variable in two runs cut where the second starts. With `at_cursor`, a variable
+// walked above the cursor starts a new run at its first loop below it. nullptr when every cut
+// can be made.
+const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_cursor,
+                      PackPlan &plan) {
+    const Computation &c = *p.comp;
+    const Nest &nest = p.tree.nests[size_t(plan.nest)];
+    plan.dims.clear();
+    plan.cut.assign(c.vars.size(), 0);
+    std::vector<int> pieces(c.vars.size(), 0);
+    std::vector<bool> above(c.vars.size(), false);
+    for (size_t d = 0; d < nest.loops.size(); ++d) {
+        const int u = nest.loops[d].var;
+        if (!of_t[size_t(u)]) continue;
+        const bool new_run = at_cursor && int(d) >= plan.depth && above[size_t(u)];
+        above[size_t(u)] = int(d) < plan.depth;  // below: its run there has started
+        if (!new_run && !plan.dims.empty() && plan.dims.back().var == u) continue;
+        if (++pieces[size_t(u)] > 2)
+            return "the nest walks a variable of the input in three pieces";
+        if (pieces[size_t(u)] == 2) plan.cut[size_t(u)] = coverage(nest, int(d));
+        plan.dims.push_back({u, pieces[size_t(u)] == 2});
+    }
+    for (size_t u = 0; u < c.vars.size(); ++u) {
+        const int64_t cut = plan.cut[u], e = c.vars[u].extent;
+        if (cut == 0) continue;
+        if (e % cut != 0) return "the inner piece of a split variable does not divide its extent";
+        for (const Nest &n : p.tree.nests)
+            if (!cuts_at(n, int(u), cut)) return "a nest's loops cannot be cut where the pack cuts";
+        for (const char *suffix : {"_o", "_i"})
+            if (c.var_index(c.vars[u].name + suffix) >= 0)
+                return "a variable already has the name of a cut variable";
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
+    const Computation &c = *p.comp;
+    const Nest &nest = p.tree.nests[size_t(ni)];
+    const int v = nest.loops[size_t(depth)].var;
+
+    // The inputs the nest reads without v.
+    int tensor = -1;
+    const Access *read = nullptr;
+    for (int s : nest.stmts) {
+        std::vector<const Access *> reads;
+        collect_reads(c.stmts[size_t(s)].value, reads);
+        for (const Access *r : reads) {
+            if (c.tensors[size_t(r->tensor)].kind != TensorKind::Input || uses_var(*r, v)) continue;
+            if (tensor >= 0 && r->tensor != tensor)
+                return "two inputs of the nest are invariant in this loop";
+            if (read && !(*read == *r)) return "the invariant input is read two ways";
+            tensor = r->tensor;
+            read = r;
+        }
+    }
+    if (tensor < 0) return "no input of the nest is invariant in this loop";
+    // T[i, j, ...], or a dimension in pieces an earlier `pack` cut (A[m, 256*k_o + k_i] once A
+    // is packed in k blocks): P's elements are named by variables alone.
+    if (!is_exact_cover(c, *read))
+        return "the invariant input is not indexed by variables in mixed radix, one set per "
+               "dimension";
+    const Tensor &t = c.tensors[size_t(tensor)];
+    if (t.num_elements() > kMaxScratchElements)
+        return "the packed copy would exceed the scratch limit (64 MB)";
+    if (c.tensor_index(t.name + "_packed") >= 0) return "the input is packed already";
+
+    std::vector<bool> of_t(c.vars.size(), false);
+    const std::vector<int> layout = layout_vars(*read);
+    for (int u : layout) of_t[size_t(u)] = true;
+    plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
+    // Block by block when the loops above walk T in blocks (at least one of them does) and T
+    // is walked below (else there is no block to copy).
+    bool blocks = false, only_t = true, below = false;
+    for (int d = 0; d < depth; ++d) {
+        const Loop &l = nest.loops[size_t(d)];
+        blocks |= of_t[size_t(l.var)] && l.size + (l.tail > 0) > 1;
+        only_t &= of_t[size_t(l.var)] || (l.size == 1 && l.tail == 0);
+    }
+    for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
+        below |= of_t[size_t(nest.loops[d].var)];
+    plan.in_block = blocks && only_t && below;
+    const char *why = plan_dims(p, of_t, false, plan);
+    if (!why) {
+        bool reordered = plan.dims.size() != layout.size();
+        for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
+            reordered |= plan.dims[i].inner || plan.dims[i].var != layout[i];
+        if (!reordered) why = "the nest already walks the input in its own layout";
+    }
+    // Else T's rows padded to a line, where they do not start one (PackPlan::pad): a 16-float
+    // load of a row that is not 64-byte aligned straddles two lines. Most shapes users bring
+    // have such rows (n = 2772: 11088 bytes), and the panel width rarely divides n. On a Zen 4
+    // core, side by side with oneDNN, n = 2816 against n = 2772 (m = 257, k = 391): the best
+    // of four tiles 1.02x against 0.82x (docs/performance.md (y)).
+    // Not rows shorter than two lines (a conv's 3-wide kernel rows would grow 5x).
+    if (why) {
+        const int64_t row = t.shape.back();
+        if (!is_identity_cover(c, *read) || row % kPackRowAlign == 0 || row < 2 * kPackRowAlign)
+            return why;
+        if (t.num_elements() / row * padded_row(row) > kMaxScratchElements)
+            return "the padded copy would exceed the scratch limit (64 MB)";
+        plan.pad = true;
+        plan.dims.clear();
+        for (int u : layout) plan.dims.push_back({u, false});
+        plan.cut.assign(c.vars.size(), 0);
+        return nullptr;
+    }
+    // Block by block, a variable walked both above the cursor and below (k in "nkm": k blocks
+    // outside, the block's k inside) is cut where the block starts too, so that the lowering
+    // keeps one block of P (lower_fold.h) instead of all of T's k: else each block is written
+    // to new lines of a P as large as T's k panel (1.2 MB for mm49_512_4608, beyond L2). The
+    // 4x64 kb128 nkm tile with B packed, on a Zen 4 core, side by side with oneDNN: 0.75x ->
+    // 0.80x on mm40_1088_3290, 0.80x -> 0.90x on mm128_768_3072 (the unpacked tile 0.86x,
+    // 0.89x; docs/performance.md (x)). Where that cut cannot be made (a third piece, an extent
+    // it does not divide), P is cut as before, and the lowering indexes that variable from the
+    // block's start instead (lower_fold.h).
+    if (plan.in_block) {
+        PackPlan folded = plan;
+        if (plan_dims(p, of_t, true, folded) == nullptr) plan = std::move(folded);
+    }
+    return nullptr;
+}
+
+Program apply_pack(const Program &p, const PackPlan &plan) {
+    const Computation &c = *p.comp;
+    Computation q;
+    q.name = c.name;
+    q.vars = c.vars;
+    std::vector<int> inner_var(c.vars.size(), -1);  // per cut variable: its inner piece
+    for (size_t u = 0; u < c.vars.size(); ++u)
+        if (const int64_t cut = plan.cut[u]) {
+            q.vars[u] = {c.vars[u].name + "_o", c.vars[u].extent / cut};
+            inner_var[u] = int(q.vars.size());
+            q.vars.push_back({c.vars[u].name + "_i", cut});
+        }
+    // u = cut * u_o + u_i wherever u appears.
+    auto access = [&](const Access &a) {
+        Access b{a.tensor, {}};
+        for (const Affine &f : a.index) {
+            Affine g{{}, f.offset};
+            for (const auto &term : f.terms) {
+                const int lo = inner_var[size_t(term.var)];
+                if (lo < 0) {
+                    g.terms.push_back(term);
+                    continue;
+                }
+                g.terms.push_back({term.var, term.coef * plan.cut[size_t(term.var)]});
+                g.terms.push_back({lo, term.coef});
+            }
+            b.index.push_back(std::move(g));
+        }
+        return b;
+    };
+
+    const Tensor &t = c.tensors[size_t(plan.tensor)];
+    Tensor packed{t.name + "_packed", {}, TensorKind::Scratch};
+    Access packed_at{int(c.tensors.size()), {}};
+    for (const PackPlan::Dim &d : plan.dims) {
+        const int var = d.inner ? inner_var[size_t(d.var)] : d.var;
+        packed.shape.push_back(q.vars[size_t(var)].extent);
+        packed_at.index.push_back(Affine::of_var(var));
+    }
+    if (plan.pad) packed.shape.back() = padded_row(packed.shape.back());
+    q.tensors = c.tensors;
+    q.tensors.push_back(packed);
+
+    // Statement 0 copies T into P; the nest's statements read P.
+    const Nest &nest = p.tree.nests[size_t(plan.nest)];
+    q.stmts.push_back({packed_at, ReduceKind::None, Expr::read(access(plan.read))});
+    std::function<Expr(const Expr &, bool)> expr = [&](const Expr &e, bool in_nest) {
+        Expr r = e;
+        if (e.op == OpKind::Read)
+            r.access = in_nest && e.access.tensor == plan.tensor ? packed_at : access(e.access);
+        for (Expr &arg : r.args) arg = expr(arg, in_nest);
+        return r;
+    };
+    for (size_t s = 0; s < c.stmts.size(); ++s) {
+        const bool in_nest =
+            std::find(nest.stmts.begin(), nest.stmts.end(), int(s)) != nest.stmts.end();
+        q.stmts.push_back(
+            {access(c.stmts[s].out), c.stmts[s].reduce, expr(c.stmts[s].value, in_nest)});
+    }
+    q.validate();
+
+    Program r;
+    r.comp = std::make_shared<const Computation>(std::move(q));
+    int at = plan.depth;  // the cursor loop's depth in the packed nest, once cut
+    for (size_t ni = 0; ni < p.tree.nests.size(); ++ni) {
+        const Nest &n = p.tree.nests[ni];
+        Nest m;
+        m.shared = n.shared;
+        for (int s : n.stmts) m.stmts.push_back(s + 1);
+        for (size_t d = 0; d < n.loops.size(); ++d) {
+            if (int(ni) == plan.nest && int(d) == plan.depth) at = int(m.loops.size());
+            const Loop &l = n.loops[d];
+            const int lo = inner_var[size_t(l.var)];
+            if (lo < 0) {
+                m.loops.push_back(l);
+                continue;
+            }
+            const int64_t cut = plan.cut[size_t(l.var)];
+            const int64_t in = inner_coverage(n, int(d)), cov = coverage(n, int(d));
+            if (in >= cut) {
+                m.loops.push_back({l.var, l.size, l.tail / cut, l.unroll, l.vectorize});
+            } else if (cov <= cut) {
+                m.loops.push_back({lo, l.size, l.tail, l.unroll, l.vectorize});
+            } else {  // straddles the cut: chunks of `cut`, then the loop's own chunks inside
+                m.loops.push_back({l.var, cov / cut, 0, l.unroll, false});
+                m.loops.push_back({lo, cut / in, 0, l.unroll, l.vectorize});
+            }
+        }
+        r.tree.nests.push_back(std::move(m));
+    }
+    // The copy nest: P's dimensions in order. Its innermost loop is vectorized when it fits a
+    // vector and T is contiguous along it too (B's panel rows); a transposing copy (a conv's
+    // weights, output channels innermost) stays scalar: a 64-lane gather took the IR passes
+    // 52 ms of an 83 ms compile (conv 64x4 vm pack on the 56x56 3x3 layer), and with gathers
+    // emitted as one instruction the vectorized copy was no faster (three 3x3 layers, two runs:
+    // 0.73x oneDNN best geomean either way).
+    Nest copy{{}, {0}};
+    const Nest &user = r.tree.nests[size_t(plan.nest)];
+    if (plan.in_block) {  // the user's loops above the cursor, then P's other dimensions
+        copy.loops.assign(user.loops.begin(), user.loops.begin() + at);
+        copy.shared = at;
+    }
+    for (const Affine &f : packed_at.index) {
+        // The part of P's dimension one iteration of the shared loops covers: all of it, or
+        // what the innermost shared loop over its variable leaves (k blocks outside, k inside).
+        const int var = f.terms[0].var;
+        int64_t left = r.comp->vars[size_t(var)].extent;
+        bool shared_var = false;
+        for (int d = 0; d < copy.shared; ++d)
+            if (user.loops[size_t(d)].var == var) {
+                left = inner_coverage(user, d);
+                shared_var = true;
+            }
+        if (left > 1 || !shared_var) copy.loops.push_back({var, left, 0, false, false});
+    }
+    if (copy.loops.size() == size_t(copy.shared)) {  // one element per block: a loop of one
+        const int var = packed_at.index.back().terms[0].var;
+        copy.loops.push_back({var, 1, 0, false, false});
+    }
+    const int t_last = layout_vars(plan.read).back();
+    const int last_var = copy.loops.back().var;
+    const bool contiguous = last_var == t_last || last_var == inner_var[size_t(t_last)];
+    // A contiguous run longer than a vector (a padded P's whole rows) in vectors of 16.
+    if (contiguous && copy.loops.back().size > kMaxVectorWidth) {
+        Loop &run = copy.loops.back();
+        const int64_t e = run.size;
+        run = {last_var, e / kPackRowAlign, e % kPackRowAlign, false, false};
+        copy.loops.push_back({last_var, kPackRowAlign, 0, false, false});
+    }
+    Loop &innermost = copy.loops.back();
+    innermost.vectorize = contiguous && innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
+    r.tree.nests.insert(r.tree.nests.begin() + plan.nest, std::move(copy));
+    r.cursor = r.tree.flat({plan.nest + 1, at});
+    validate_loop_tree(*r.comp, r.tree);
+    return r;
+}
+
+}  // namespace looptool::detail

@@ -1,0 +1,66 @@
+// The `pack` layout action (docs/actions.md), behind actions.h's why_illegal / try_apply.
+//
+// At a loop over variable v, `pack` copies the one input tensor T that the loop's nest reads
+// without v (B under a matmul's m loop, the weights under a conv's output-row loop) into a
+// scratch tensor P laid out in the order the nest walks T's variables, in a copy nest placed
+// right before the nest, and the nest reads P instead: the register tile's loads of T become
+// unit-stride and a block of T that the nest reuses is contiguous (what oneDNN's and
+// OpenBLAS's packing of B does; docs/performance.md, section n).
+//
+// When the loops above v walk T in blocks (each is over a variable of T, or runs once: a conv's
+// output-channel blocks), the copy nest shares them (Nest::shared): each block is copied right
+// before the loops below use it, while it is in cache, and the lowering keeps one block of P
+// (lower_fold.h): a variable walked both above and below (k blocks outside, the block's k
+// inside) is cut where the block starts, so that its outer piece folds away too. Otherwise the
+// whole of T is copied before the nest.
+//
+// P must be affine in the variables, so a variable of T that the nest walks in two separate
+// pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the
+// computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
+// cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent.
+// Where no such cut can be made (or T is walked in its own layout) but T's rows do not start
+// cache lines, P keeps T's layout with its rows padded to a line (PackPlan::pad). Copied block
+// by block, either P still holds one block in the lowering, indexed from the block's start
+// (lower_fold.h).
+#pragma once
+
+#include "looptool/ir/loop_tree.h"
+
+namespace looptool::detail {
+
+struct PackPlan {
+    int nest = -1, depth = -1;
+    int tensor = -1;  ///< T
+    Access read;      ///< T's access in the nest (every read of T there is this one)
+    /// P's dimensions in order: a variable of T, and for a variable in two pieces which one.
+    struct Dim {
+        int var = 0;
+        bool inner = false;
+    };
+    std::vector<Dim> dims;
+    std::vector<int64_t> cut;  ///< per variable: where it splits in two (the inner extent), or 0
+    /// The copy runs block by block inside the nest's loops above `depth` (Nest::shared) when
+    /// they walk T in blocks: each loop there is over a variable of T or runs once. Else the
+    /// whole of T is copied before the nest.
+    bool in_block = false;
+    /// P keeps T's layout with its rows padded to a multiple of kPackRowAlign elements: where T
+    /// cannot be reordered (the cut does not divide a variable's extent, or the nest walks T in
+    /// its own layout) but its rows are not 64-byte aligned and two lines long at least. No
+    /// variable is cut (dims: T's).
+    bool pad = false;
+};
+
+/// Elements a padded P's rows are rounded up to (PackPlan::pad): 64 bytes, one line, so that
+/// every row starts a line and a 16-float vector load at a multiple of 16 never crosses one.
+inline constexpr int64_t kPackRowAlign = 16;
+/// A padded P's row length.
+inline int64_t padded_row(int64_t row) {
+    return (row + kPackRowAlign - 1) / kPackRowAlign * kPackRowAlign;
+}
+
+/// nullptr when `pack` is legal at loop `depth` of nest `nest` (and fills `plan`); else why not.
+const char *pack_plan(const Program &p, int nest, int depth, PackPlan &plan);
+/// The packed program; the cursor stays on the same loop.
+Program apply_pack(const Program &p, const PackPlan &plan);
+
+}  // namespace looptool::detail

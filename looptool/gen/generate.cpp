@@ -1,0 +1,175 @@
+#include "looptool/gen/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+
+namespace looptool {
+
+namespace {
+int64_t range_int(std::string_view s, std::string_view whole) {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string_view::npos)
+        throw Error(fmt::format("bad range '{}': '{}' is not a positive integer", whole, s));
+    int64_t v = std::stoll(std::string(s));
+    if (v <= 0) throw Error(fmt::format("bad range '{}': sizes must be positive", whole));
+    if (v > kMaxExtent)
+        throw Error(
+            fmt::format("bad range '{}': size {} is above the limit {}", whole, v, kMaxExtent));
+    return v;
+}
+
+std::vector<std::string_view> split_on(std::string_view s, char sep) {
+    std::vector<std::string_view> out;
+    size_t start = 0;
+    for (size_t i = 0; i <= s.size(); ++i)
+        if (i == s.size() || s[i] == sep) {
+            out.push_back(s.substr(start, i - start));
+            start = i + 1;
+        }
+    return out;
+}
+}  // namespace
+
+std::vector<int64_t> parse_range(std::string_view text) {
+    std::vector<int64_t> out;
+    if (text.find('|') != std::string_view::npos) {
+        for (auto part : split_on(text, '|')) out.push_back(range_int(part, text));
+    } else if (text.find(':') != std::string_view::npos) {
+        auto parts = split_on(text, ':');
+        if (parts.size() > 3) throw Error(fmt::format("bad range '{}': too many ':'", text));
+        int64_t a = range_int(parts[0], text), b = range_int(parts[1], text);
+        int64_t step = parts.size() == 3 ? range_int(parts[2], text) : 1;
+        if (b < a) throw Error(fmt::format("bad range '{}': end below start", text));
+        if ((b - a) / step >= 100000)
+            throw Error(fmt::format("bad range '{}': more than 100000 values", text));
+        for (int64_t v = a; v <= b; v += step) out.push_back(v);
+    } else {
+        out.push_back(range_int(text, text));
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+std::string MatmulShape::name() const { return fmt::format("mm{}_{}_{}", m, n, k); }
+
+std::vector<MatmulShape> matmul_shapes(std::string_view dim_a, std::string_view dim_b) {
+    auto a = split_on(dim_a, ',');
+    auto b = split_on(dim_b, ',');
+    if (a.size() != 2) throw Error(fmt::format("--dimA '{}': expected M_RANGE,K_RANGE", dim_a));
+    if (b.size() != 2) throw Error(fmt::format("--dimB '{}': expected K_RANGE,N_RANGE", dim_b));
+    auto ms = parse_range(a[0]), ka = parse_range(a[1]), kb = parse_range(b[0]),
+         ns = parse_range(b[1]);
+    if (ka != kb)
+        throw Error(
+            fmt::format("the K ranges of --dimA ('{}') and --dimB ('{}') differ", a[1], b[0]));
+    if (ms.size() * ns.size() * ka.size() > 1000000)
+        throw Error("the ranges give more than 1,000,000 shapes");
+    std::vector<MatmulShape> out;
+    for (auto m : ms)
+        for (auto n : ns)
+            for (auto k : ka) {
+                if (double(m) * double(k) > double(kMaxTensorElements) ||
+                    double(k) * double(n) > double(kMaxTensorElements) ||
+                    double(m) * double(n) > double(kMaxTensorElements))
+                    throw Error(
+                        fmt::format("shape {}x{}x{}: a tensor above 2^31 elements", m, n, k));
+                out.push_back({m, n, k});
+            }
+    std::sort(out.begin(), out.end(),
+              [](const MatmulShape &x, const MatmulShape &y) { return x.name() < y.name(); });
+    return out;
+}
+
+namespace {
+std::vector<std::string> write_dataset(const std::vector<ComputationPtr> &comps,
+                                       const std::string &dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        throw Error(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+    std::vector<std::string> paths;
+    for (const auto &comp : comps) {
+        std::string path = (std::filesystem::path(dir) / comp->name).string();
+        write_file_atomically(path, serialize(Program::naive(comp)));
+        paths.push_back(path);
+    }
+    return paths;
+}
+}  // namespace
+
+std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &shapes,
+                                              const std::string &dir) {
+    std::vector<ComputationPtr> comps;  // built first: a bad shape writes nothing
+    for (const auto &s : shapes)
+        comps.push_back(std::make_shared<Computation>(make_matmul(s.m, s.n, s.k)));
+    return write_dataset(comps, dir);
+}
+
+std::string ConvShape::name() const {
+    return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}", n, c, h, w, m, c, kh, kw);
+}
+
+std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b) {
+    auto a = split_on(dim_a, ',');
+    auto b = split_on(dim_b, ',');
+    if (a.size() != 3 && a.size() != 4)
+        throw Error(fmt::format(
+            "--dimA '{}': expected N_RANGE,C_RANGE,H_RANGE[,W_RANGE] for a conv", dim_a));
+    if (b.size() != 4)
+        throw Error(fmt::format(
+            "--dimB '{}': expected M_RANGE,C_RANGE,KH_RANGE,KW_RANGE for a conv", dim_b));
+    auto ns = parse_range(a[0]), cs = parse_range(a[1]), hs = parse_range(a[2]);
+    auto ms = parse_range(b[0]), cb = parse_range(b[1]), khs = parse_range(b[2]),
+         kws = parse_range(b[3]);
+    const bool square = a.size() == 3;
+    auto ws = square ? std::vector<int64_t>{0} : parse_range(a[3]);
+    if (cs != cb)
+        throw Error(
+            fmt::format("the C ranges of --dimA ('{}') and --dimB ('{}') differ", a[1], b[1]));
+    if (double(ns.size()) * double(cs.size()) * double(hs.size()) * double(ws.size()) *
+            double(ms.size()) * double(khs.size()) * double(kws.size()) >
+        1e6)
+        throw Error("the ranges give more than 1,000,000 shapes");
+    std::vector<ConvShape> out;
+    for (auto n : ns)
+        for (auto c : cs)
+            for (auto h : hs)
+                for (auto w0 : ws)
+                    for (auto m : ms)
+                        for (auto kh : khs)
+                            for (auto kw : kws) {
+                                const int64_t w = square ? h : w0;
+                                ConvShape s{n, c, h, w, m, kh, kw};
+                                if (kh > h || kw > w)
+                                    throw Error(
+                                        fmt::format("{}: kernel {}x{} larger than the image {}x{}",
+                                                    s.name(), kh, kw, h, w));
+                                const double x = double(n) * double(c) * double(h) * double(w),
+                                             y = double(n) * double(m) * double(h - kh + 1) *
+                                                 double(w - kw + 1),
+                                             wt = double(m) * double(c) * double(kh) * double(kw);
+                                if (std::max({x, y, wt}) > double(kMaxTensorElements))
+                                    throw Error(
+                                        fmt::format("{}: a tensor above 2^31 elements", s.name()));
+                                out.push_back(s);
+                            }
+    std::sort(out.begin(), out.end(),
+              [](const ConvShape &x, const ConvShape &y) { return x.name() < y.name(); });
+    return out;
+}
+
+std::vector<std::string> write_conv_dataset(const std::vector<ConvShape> &shapes,
+                                            const std::string &dir) {
+    std::vector<ComputationPtr> comps;
+    for (const auto &s : shapes)
+        comps.push_back(
+            std::make_shared<Computation>(make_conv2d(s.n, s.c, s.h, s.w, s.m, s.kh, s.kw)));
+    return write_dataset(comps, dir);
+}
+
+}  // namespace looptool

@@ -1,0 +1,50 @@
+// Benchmark generation: LoopTune's range syntax, matmul and conv2d datasets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "looptool/ir/loop_tree.h"
+
+namespace looptool {
+
+/// LoopTune's range syntax: `a:b:c` (a to b inclusive, step c), `a:b` (step 1), `a|b|c` (a
+/// list) or one integer. Throws Error naming the text for malformed, empty or non-positive
+/// ranges.
+std::vector<int64_t> parse_range(std::string_view text);
+
+struct MatmulShape {
+    int64_t m, n, k;
+    std::string name() const;  // mm{m}_{n}_{k}, as LoopTune names them
+};
+
+/// Every (m, n, k) from --dimA M_RANGE,K_RANGE --dimB K_RANGE,N_RANGE. The two K ranges must
+/// be equal. Ordered by name.
+std::vector<MatmulShape> matmul_shapes(std::string_view dim_a, std::string_view dim_b);
+
+/// Writes one benchmark file per shape into `dir` (created if missing), each written
+/// atomically; returns the paths written.
+std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &shapes,
+                                              const std::string &dir);
+
+/// A conv2d as LoopTune names it, conv{n}_{c}_{h}_{w}__{m}_{c}_{kh}_{kw}: input X[n,c,h,w],
+/// weights W[m,c,kh,kw], stride 1, no padding (make_conv2d).
+struct ConvShape {
+    int64_t n, c, h, w, m, kh, kw;
+    std::string name() const;
+};
+
+/// Every conv from --dimA N_RANGE,C_RANGE,H_RANGE[,W_RANGE] --dimB
+/// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
+/// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:
+/// `--dimA 1|32|64,32|64|128,56|112|256 --dimB 1|32|64,32|64|128,3,3`. The two C ranges must
+/// be equal; a kernel larger than its image is an error. Ordered by name.
+std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b);
+
+/// Writes one naive conv2d benchmark file per shape into `dir`, like write_matmul_dataset.
+std::vector<std::string> write_conv_dataset(const std::vector<ConvShape> &shapes,
+                                            const std::string &dir);
+
+}  // namespace looptool

@@ -1,0 +1,206 @@
+#include "looptool/ir/loop_tree.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "looptool/ir/error.h"
+
+namespace looptool {
+
+int LoopTree::num_loops() const {
+    int n = 0;
+    for (const auto &nest : nests) n += int(nest.loops.size());
+    return n;
+}
+
+LoopTree::Pos LoopTree::pos(int flat) const {
+    LT_CHECK(flat >= 0, fmt::format("negative loop index {}", flat));
+    int rest = flat;
+    for (size_t i = 0; i < nests.size(); ++i) {
+        int n = int(nests[i].loops.size());
+        if (rest < n) return {int(i), rest};
+        rest -= n;
+    }
+    LT_CHECK(false, fmt::format("loop index {} out of range ({} loops)", flat, num_loops()));
+}
+
+int LoopTree::flat(Pos p) const {
+    int f = 0;
+    for (int i = 0; i < p.nest; ++i) f += int(nests[size_t(i)].loops.size());
+    return f + p.depth;
+}
+
+const Loop &LoopTree::loop(int f) const {
+    Pos p = pos(f);
+    return nests[size_t(p.nest)].loops[size_t(p.depth)];
+}
+
+Loop &LoopTree::loop(int f) {
+    Pos p = pos(f);
+    return nests[size_t(p.nest)].loops[size_t(p.depth)];
+}
+
+int64_t inner_coverage(const Nest &nest, int depth) {
+    int var = nest.loops[size_t(depth)].var;
+    for (size_t d = size_t(depth) + 1; d < nest.loops.size(); ++d)
+        if (nest.loops[d].var == var) return coverage(nest, int(d));
+    return 1;
+}
+
+int64_t coverage(const Nest &nest, int depth) {
+    const Loop &l = nest.loops[size_t(depth)];
+    return l.size * inner_coverage(nest, depth) + l.tail;
+}
+
+LoopTree naive_loop_tree(const Computation &c) {
+    LoopTree t;
+    for (size_t s = 0; s < c.stmts.size(); ++s) {
+        std::vector<int> used = c.stmt_vars(int(s));
+        Nest nest;
+        for (size_t v = 0; v < c.vars.size(); ++v)
+            if (std::find(used.begin(), used.end(), int(v)) != used.end())
+                nest.loops.push_back(Loop{int(v), c.vars[v].extent, 0});
+        nest.stmts = {int(s)};
+        t.nests.push_back(std::move(nest));
+    }
+    return t;
+}
+
+void validate_loop_tree(const Computation &c, const LoopTree &t) {
+    std::vector<int> seen(c.stmts.size(), 0);
+    for (size_t ni = 0; ni < t.nests.size(); ++ni) {
+        const Nest &nest = t.nests[ni];
+        if (nest.stmts.empty()) throw Error(fmt::format("nest {} has no statements", ni));
+        if (nest.loops.empty()) throw Error(fmt::format("nest {} has no loops", ni));
+        // Bound every loop innermost first, so that coverage() below cannot overflow int64
+        // (a wrapped-around coverage could otherwise pass as the extent).
+        for (size_t d = nest.loops.size(); d-- > 0;) {
+            const Loop &l = nest.loops[d];
+            if (l.var < 0 || size_t(l.var) >= c.vars.size())
+                throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
+            const int64_t extent = c.vars[size_t(l.var)].extent;
+            if (l.size < 1 || l.size > extent || l.tail < 0 || l.tail > extent ||
+                coverage(nest, int(d)) > extent)
+                throw Error(
+                    fmt::format("nest {} loop {}: bad size {} / tail {} for {} of extent {}", ni, d,
+                                l.size, l.tail, c.vars[size_t(l.var)].name, extent));
+        }
+        std::vector<int> nest_vars;
+        for (size_t d = 0; d < nest.loops.size(); ++d) {
+            const Loop &l = nest.loops[d];
+            if (l.var < 0 || size_t(l.var) >= c.vars.size())
+                throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
+            if (l.size < 1 || l.tail < 0)
+                throw Error(
+                    fmt::format("nest {} loop {}: bad size {} / tail {}", ni, d, l.size, l.tail));
+            int64_t inner = inner_coverage(nest, int(d));
+            if (l.tail >= inner && inner > 1)
+                throw Error(fmt::format("nest {} loop {}: tail {} not below the inner coverage {}",
+                                        ni, d, l.tail, inner));
+            if (inner == 1 && l.tail != 0)
+                throw Error(fmt::format("nest {} loop {}: innermost loop of {} has a tail", ni, d,
+                                        c.vars[size_t(l.var)].name));
+            if (std::find(nest_vars.begin(), nest_vars.end(), l.var) == nest_vars.end()) {
+                nest_vars.push_back(l.var);
+                if (coverage(nest, int(d)) != c.vars[size_t(l.var)].extent)
+                    throw Error(
+                        fmt::format("nest {}: loops over {} cover {} elements but its extent is {}",
+                                    ni, c.vars[size_t(l.var)].name, coverage(nest, int(d)),
+                                    c.vars[size_t(l.var)].extent));
+            }
+            if (l.vectorize && d + 1 != nest.loops.size())
+                throw Error(fmt::format(
+                    "nest {} loop {}: only the innermost loop can be vectorized", ni, d));
+        }
+        if (nest.shared < 0 || nest.shared >= int(nest.loops.size()))
+            throw Error(fmt::format("nest {}: shares {} of its {} loops (it must keep one)", ni,
+                                    nest.shared, nest.loops.size()));
+        if (nest.shared > 0) {
+            if (ni + 1 == t.nests.size())
+                throw Error(fmt::format("nest {}: shares loops but no nest follows", ni));
+            const Nest &next = t.nests[ni + 1];
+            if (next.shared > 0)
+                throw Error(
+                    fmt::format("nest {}: shares loops with a nest that shares its own", ni));
+            if (int(next.loops.size()) <= nest.shared)
+                throw Error(fmt::format("nest {}: the next nest has no loops of its own", ni));
+            for (int d = 0; d < nest.shared; ++d)
+                if (!(nest.loops[size_t(d)] == next.loops[size_t(d)]) ||
+                    inner_coverage(nest, d) != inner_coverage(next, d))
+                    throw Error(fmt::format(
+                        "nest {} loop {}: a shared loop differs from the next nest's", ni, d));
+        }
+        std::vector<int> stmt_vars;  // of all the nest's statements
+        for (int s : nest.stmts) {
+            if (s < 0 || size_t(s) >= c.stmts.size())
+                throw Error(fmt::format("nest {}: unknown statement id {}", ni, s));
+            for (int v : c.stmt_vars(s)) stmt_vars.push_back(v);
+        }
+        // Shared loops over variables the statements do not use only repeat the nest.
+        std::vector<int> have;
+        for (size_t d = 0; d < nest.loops.size(); ++d) {
+            const int v = nest.loops[d].var;
+            const bool used = int(d) >= nest.shared ||
+                              std::find(stmt_vars.begin(), stmt_vars.end(), v) != stmt_vars.end();
+            if (used && std::find(have.begin(), have.end(), v) == have.end()) have.push_back(v);
+        }
+        std::sort(have.begin(), have.end());
+        for (int s : nest.stmts) {
+            seen[size_t(s)]++;
+            std::vector<int> need = c.stmt_vars(s);
+            std::sort(need.begin(), need.end());
+            if (need != have)
+                throw Error(
+                    fmt::format("nest {}: its loops do not iterate exactly over the "
+                                "variables of statement {}",
+                                ni, s));
+        }
+    }
+    for (size_t s = 0; s < seen.size(); ++s)
+        if (seen[s] != 1)
+            throw Error(
+                fmt::format("statement {} is scheduled {} times (must be once)", s, seen[s]));
+}
+
+Program Program::naive(ComputationPtr c) {
+    Program p;
+    p.tree = naive_loop_tree(*c);
+    p.comp = std::move(c);
+    p.cursor = 0;
+    return p;
+}
+
+bool Program::same_as(const Program &o) const {
+    return *comp == *o.comp && tree == o.tree && cursor == o.cursor;
+}
+
+std::string schedule_key(const Program &p) {
+    const Computation &c = *p.comp;
+    std::string key = c.name;
+    for (const auto &v : c.vars) key += fmt::format("|{}={}", v.name, v.extent);
+    // A `pack`ed copy's layout (other tensors are the benchmark's own).
+    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t)
+        key += fmt::format("|S{}{}", c.tensors[t].name, fmt::join(c.tensors[t].shape, "x"));
+    for (const auto &nest : p.tree.nests) {
+        key += "|N";
+        if (nest.shared) key += fmt::format("h{}", nest.shared);
+        for (int s : nest.stmts) key += fmt::format("s{}", s);
+        for (const auto &l : nest.loops)
+            key += fmt::format(":{},{},{}{}{}", l.var, l.size, l.tail, l.unroll ? "u" : "",
+                               l.vectorize ? "v" : "");
+    }
+    return key;
+}
+
+std::vector<std::string> loop_names(const Computation &c, const Nest &n) {
+    std::vector<std::string> names;
+    std::vector<int> count(c.vars.size(), 0);
+    for (const auto &l : n.loops)
+        names.push_back(c.vars[size_t(l.var)].name +
+                        std::string(size_t(count[size_t(l.var)]++), '\''));
+    return names;
+}
+
+}  // namespace looptool

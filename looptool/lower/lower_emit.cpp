@@ -1,0 +1,754 @@
+#include "looptool/lower/lower_emit.h"
+#include "looptool/lower/lower_internal.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include "looptool/ir/error.h"
+#include "looptool/lower/lower_runtime.h"
+
+namespace looptool::detail {
+namespace {
+
+using llvm::BasicBlock;
+using llvm::IRBuilder;
+using llvm::PHINode;
+using llvm::Type;
+using llvm::Value;
+
+/// A register tile being emitted: the SSA accumulators of one statement's output region.
+struct Tile {
+    int stmt = 0;
+    bool zero_start = false;
+    std::map<AccKey, Value *> acc;
+};
+
+/// The static context of the code being emitted.
+struct State {
+    std::vector<int64_t> avail;  // per var: elements left to cover at this depth
+    std::vector<int64_t> stat;   // per var: static index offset (unrolled copies, tails)
+    std::vector<Value *> ptr;    // per slot: run-time base pointer (one GEP per loop level)
+    std::vector<int64_t> mult;   // per slot: the pointer is base + mult*k elements
+    std::vector<int64_t> bias;   // per slot: added to its static offset (a rebased slot's)
+    std::vector<Tile *> tiles;   // active register tiles (owned by the emit() that started them)
+    int64_t lanes = 1;           // real lanes of the vector piece being emitted (masked: < w)
+};
+
+/// Every buffer the kernel gets or allocates starts 64 bytes aligned: 16 floats.
+constexpr int64_t kBufferAlignFloats = 16;
+
+int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); }
+
+/// Emits one nest from its plan. Everything it knows about the nest is in the plan; its own
+/// state is the builder's position and the static context passed down the walk.
+class NestEmitter {
+public:
+    /// `before`: the plan of a nest that shares this one's first loops (Nest::shared), emitted
+    /// inside them.
+    NestEmitter(const Computation &c, const NestPlan &plan, const NestPlan *before,
+                const KernelBody &body, IRBuilder<> &b, std::vector<bool> &zero_started,
+                LoweringSummary &sum)
+        : c_(c),
+          plan_(plan),
+          before_(before),
+          slots_(plan.slots),
+          body_(body),
+          b_(b),
+          ctx_(b.getContext()),
+          zero_started_(zero_started),
+          sum_(sum) {
+        if (before_) slots_.insert(slots_.end(), before_->slots.begin(), before_->slots.end());
+        f32_ = Type::getFloatTy(ctx_);
+        i64_ = Type::getInt64Ty(ctx_);
+        i32_ = Type::getInt32Ty(ctx_);
+    }
+
+    void run() {
+        if (plan_.mode == NestMode::Generic) {
+            std::vector<Value *> idx(c_.vars.size(), b_.getInt64(0)), av;
+            for (const auto &v : c_.vars) av.push_back(b_.getInt64(uint64_t(v.extent)));
+            emit_generic(0, idx, av);
+            return;
+        }
+        State st;
+        for (const auto &v : c_.vars) st.avail.push_back(v.extent);
+        st.stat.assign(c_.vars.size(), 0);
+        for (const Slot &s : slots_) {
+            st.ptr.push_back(body_.args[size_t(s.tensor)]);
+            st.mult.push_back(kBufferAlignFloats);
+            st.bias.push_back(0);
+        }
+        emit(0, st);
+    }
+
+private:
+    /// At the end of the shared loops: the nest that shares them, in the same context.
+    void emit_before(size_t d, const State &st) {
+        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        State s2;
+        s2.avail = st.avail;
+        s2.stat = st.stat;
+        const size_t own = plan_.slots.size();
+        s2.ptr.assign(st.ptr.begin() + std::ptrdiff_t(own), st.ptr.end());
+        s2.mult.assign(st.mult.begin() + std::ptrdiff_t(own), st.mult.end());
+        s2.bias.assign(st.bias.begin() + std::ptrdiff_t(own), st.bias.end());
+        inner.emit(d, s2);
+    }
+    /// Where the shared loops end: the block-relative slots of both nests point at their
+    /// tensor's start again, their static offset so far cancelled.
+    void rebase(State &st) const {
+        for (size_t a = 0; a < slots_.size(); ++a) {
+            const Slot &s = slots_[a];
+            if (!s.block_relative) continue;
+            st.ptr[a] = body_.args[size_t(s.tensor)];
+            st.mult[a] = kBufferAlignFloats;
+            st.bias[a] = 0;
+            for (size_t v = 0; v < s.coef.size(); ++v) st.bias[a] -= s.coef[v] * st.stat[v];
+        }
+    }
+    void emit(size_t d, State st);
+    void emit_stmts(State &st, int vvar, int64_t w);
+    void emit_stmt(int s, State &st, int vvar, int64_t w);
+    void emit_runtime_loop(int64_t n, bool poll, State &st,
+                           const std::function<void(Value *iv)> &body);
+    /// The IR names of a do-while loop's header block, counter, next counter and exit block.
+    struct LoopNames {
+        const char *head, *iv, *next, *exit;
+    };
+    void emit_do_while(const LoopNames &names, Value *step, Value *bound, bool nowrap, bool poll,
+                       const std::vector<Value **> &carried,
+                       const std::function<void(Value *iv)> &body);
+    void emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail);
+    void emit_poll();
+    bool polls(size_t d) const;
+    /// A copy `S[...] = T[...]` whose loops from depth d on are a run over contiguous
+    /// elements of T (J of them, J % 16 == 0), then `rows` (a multiple of 8) elements of S
+    /// contiguous, each row `src_stride` apart in T: a rows x J transpose, in blocks of
+    /// `block` rows (16, or 8 when rows is not a multiple of 16).
+    struct Transpose {
+        int src = 0, dst = 0;  // slots
+        int64_t rows = 0, run = 0, src_stride = 0;
+        int block = 16;
+    };
+    std::optional<Transpose> transpose_at(size_t d, const State &st) const;
+    void emit_transpose(const Transpose &t, const State &st);
+    std::unique_ptr<Tile> start_tile(size_t pos, size_t d, State &st);
+    void finish_tile(const Tile &t, State &st);
+
+    Type *vec_type(int64_t w) const {
+        return w == 1 ? f32_ : static_cast<Type *>(llvm::FixedVectorType::get(f32_, unsigned(w)));
+    }
+    int64_t static_offset(int slot, const State &st) const;
+    Value *addr(int slot, const State &st, int64_t extra);
+    llvm::Align align_at(int slot, const State &st, int64_t extra) const;
+    // One scalar or vector access at `extra` elements past the slot's pointer. The address and
+    // its alignment are computed before the instruction is built: passing a stale alignment
+    // (an argument evaluated before addr() set it) gave later lanes their neighbour's
+    // alignment, and the SLP vectorizer then emitted an aligned store to an unaligned address
+    // (vmovaps, SIGSEGV; found by the random-schedule check, docs/reliability.md).
+    Value *load_at(Type *t, int slot, const State &st, int64_t extra) {
+        return b_.CreateAlignedLoad(t, addr(slot, st, extra), align_at(slot, st, extra));
+    }
+    void store_at(Value *v, int slot, const State &st, int64_t extra) {
+        b_.CreateAlignedStore(v, addr(slot, st, extra), align_at(slot, st, extra));
+    }
+    Value *load(int slot, State &st, int vvar, int64_t w);
+    void prefetch(int slot, const State &st, int64_t off, int64_t w);
+    /// `w` lanes `stride` apart from `off`; only the first `lanes` are read (the rest are
+    /// zero for stride 1, poison otherwise) or written.
+    Value *load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, int64_t lanes);
+    Value *lane_pointers(int slot, State &st, int64_t off, int64_t w, int64_t stride);
+    void store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride, int64_t lanes,
+                     Value *v);
+    Value *lane_mask(int64_t w, int64_t lanes) {
+        std::vector<llvm::Constant *> bits;
+        for (int64_t l = 0; l < w; ++l) bits.push_back(b_.getInt1(l < lanes));
+        return llvm::ConstantVector::get(bits);
+    }
+    Value *eval(const Expr &e, State &st, int vvar, int64_t w);
+    Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w);
+
+    const Computation &c_;
+    const NestPlan &plan_;
+    const NestPlan *before_;
+    /// This nest's slots, then those of the nest emitted inside its shared loops: the shared
+    /// loops advance the pointers of both.
+    std::vector<Slot> slots_;
+    const KernelBody &body_;
+    IRBuilder<> &b_;
+    llvm::LLVMContext &ctx_;
+    std::vector<bool> &zero_started_;  // per statement: every emission was a zero-start tile
+    LoweringSummary &sum_;
+    Type *f32_, *i64_, *i32_;
+    /// Generic emission: each var's index where the shared loops end (rebase()'s counterpart).
+    std::vector<Value *> block_start_;
+    /// The prefetches emitted: (block, pointer, offset), each once.
+    std::set<std::tuple<llvm::BasicBlock *, Value *, int64_t>> prefetched_;
+};
+
+int64_t NestEmitter::static_offset(int slot, const State &st) const {
+    const Slot &s = plan_.slots[size_t(slot)];
+    int64_t o = s.offset + st.bias[size_t(slot)];
+    for (size_t v = 0; v < s.coef.size(); ++v) o += s.coef[v] * st.stat[v];
+    return o;
+}
+
+llvm::Align NestEmitter::align_at(int slot, const State &st, int64_t off) const {
+    const int64_t g = gcd64(st.mult[size_t(slot)], off);
+    const int64_t pow2 = g & -g;
+    return llvm::Align(uint64_t(std::min<int64_t>(64, 4 * pow2)));
+}
+
+Value *NestEmitter::addr(int slot, const State &st, int64_t off) {
+    Value *base = st.ptr[size_t(slot)];
+    if (off == 0) return base;
+    return b_.CreateInBoundsGEP(f32_, base, b_.getInt64(uint64_t(off)));
+}
+
+Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
+                               int64_t lanes) {
+    if (w == 1) return load_at(f32_, slot, st, off);
+    if (stride == 1 && lanes < w) {
+        const llvm::Align al = align_at(slot, st, off);
+        return b_.CreateMaskedLoad(vec_type(w), addr(slot, st, off), al, lane_mask(w, lanes),
+                                   llvm::Constant::getNullValue(vec_type(w)));
+    }
+    if (stride == 1) return load_at(vec_type(w), slot, st, off);
+    if (stride == 0) return b_.CreateVectorSplat(unsigned(w), load_at(f32_, slot, st, off));
+    return b_.CreateMaskedGather(vec_type(w), lane_pointers(slot, st, off, w, stride),
+                                 llvm::Align(4), lane_mask(w, lanes),
+                                 llvm::PoisonValue::get(vec_type(w)));
+}
+
+// One gather or scatter, not `w` scalar accesses: a 64x4 conv tile vectorized over output
+// channels (stride 3136 in Y) spent 30-50 ms of the IR passes on its 256 scalar stores and
+// extracts.
+Value *NestEmitter::lane_pointers(int slot, State &st, int64_t off, int64_t w, int64_t stride) {
+    std::vector<llvm::Constant *> idx;
+    for (int64_t l = 0; l < w; ++l) idx.push_back(b_.getInt64(uint64_t(l * stride)));
+    return b_.CreateInBoundsGEP(f32_, addr(slot, st, off), llvm::ConstantVector::get(idx));
+}
+
+void NestEmitter::store_lanes(int slot, State &st, int64_t off, int64_t w, int64_t stride,
+                              int64_t lanes, Value *v) {
+    if (w > 1 && stride == 1 && lanes < w) {
+        const llvm::Align al = align_at(slot, st, off);
+        b_.CreateMaskedStore(v, addr(slot, st, off), al, lane_mask(w, lanes));
+    } else if (w == 1 || stride == 1) {
+        store_at(v, slot, st, off);
+    } else if (stride == 0) {
+        LT_CHECK(lanes == w, "a masked piece of a vectorized reduction var");
+        // Sequential writes of every lane to one element leave the last lane's value.
+        store_at(b_.CreateExtractElement(v, uint64_t(w - 1)), slot, st, off);
+    } else {
+        b_.CreateMaskedScatter(v, lane_pointers(slot, st, off, w, stride), llvm::Align(4),
+                               lane_mask(w, lanes));
+    }
+}
+
+Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
+    int64_t stride = w > 1 ? plan_.slots[size_t(slot)].coef[size_t(vvar)] : 0;
+    const int64_t off = static_offset(slot, st);
+    if (stride == 1 && !plan_.prefetch.empty() && plan_.prefetch[size_t(slot)] != 0)
+        prefetch(slot, st, off + plan_.prefetch[size_t(slot)], w);
+    return load_lanes(slot, st, off, w, stride, w > 1 ? st.lanes : 1);
+}
+
+// The lines of `w` floats at `off` elements past the slot's pointer, into L2 (locality 2:
+// prefetcht1; on a Zen 4 core, the 4x64 kb128 nkm tile on mm64_1024_2048 ran 72 GFLOPS
+// without, 94 with prefetcht1, 92 with prefetcht2, 75 with prefetcht0, which evicts the block
+// in use from L1). Once per line, block and pointer: the unrolled rows of a tile load the same
+// vector of B. The address may lie past the tensor (the last block's next), so the GEP is not
+// inbounds; a prefetch never faults.
+void NestEmitter::prefetch(int slot, const State &st, int64_t off, int64_t w) {
+    std::vector<int64_t> at;
+    for (int64_t line = 0; line < w; line += 16) at.push_back(off + line);
+    // w floats that may not start a line touch one line more: its last element's.
+    if (w > 1 && align_at(slot, st, off).value() < 64) at.push_back(off + w - 1);
+    for (int64_t a : at) {
+        const auto key = std::make_tuple(b_.GetInsertBlock(), st.ptr[size_t(slot)], a);
+        if (!prefetched_.insert(key).second) continue;
+        Value *p = b_.CreateGEP(f32_, st.ptr[size_t(slot)], b_.getInt64(uint64_t(a)));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                           {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    }
+}
+
+Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
+    if (e.op == OpKind::Read) return load(plan_.slot(e.access), st, vvar, w);
+    if (e.op == OpKind::Const) return llvm::ConstantFP::get(vec_type(w), double(e.value));
+    Value *a = eval(e.args[0], st, vvar, w);
+    Value *b = e.args.size() > 1 ? eval(e.args[1], st, vvar, w) : nullptr;
+    switch (e.op) {
+        case OpKind::Add: return b_.CreateFAdd(a, b);
+        case OpKind::Sub: return b_.CreateFSub(a, b);
+        case OpKind::Mul: return b_.CreateFMul(a, b);
+        case OpKind::Div: return b_.CreateFDiv(a, b);
+        // std::min(a, b) is (b < a) ? b : a and std::max(a, b) is (a < b) ? b : a; the
+        // same selects keep the interpreter's NaN behaviour.
+        case OpKind::Min: return b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
+        case OpKind::Max: return b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
+        case OpKind::Neg: return b_.CreateFNeg(a);
+        case OpKind::Exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, a);
+        case OpKind::Log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a);
+        case OpKind::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
+        case OpKind::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
+        case OpKind::Recip: return b_.CreateFDiv(llvm::ConstantFP::get(vec_type(w), 1.0), a);
+        case OpKind::Read:
+        case OpKind::Const: break;
+    }
+    LT_CHECK(false, fmt::format("cannot lower op {}", op_name(e.op)));
+}
+
+// old + value, as a fused multiply-add when the value is a product.
+Value *NestEmitter::update(const Statement &s, Value *old, State &st, int vvar, int64_t w) {
+    if (s.value.op == OpKind::Mul) {
+        Value *a = eval(s.value.args[0], st, vvar, w);
+        Value *b = eval(s.value.args[1], st, vvar, w);
+        return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_type(w)}, {a, b, old});
+    }
+    return b_.CreateFAdd(old, eval(s.value, st, vvar, w));
+}
+
+void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
+    const Statement &stmt = c_.stmts[size_t(s)];
+    const int out = plan_.slot(stmt.out);
+    const int64_t off = static_offset(out, st);
+    const int64_t stride = w > 1 ? plan_.slots[size_t(out)].coef[size_t(vvar)] : 0;
+    const int64_t lanes = w > 1 ? st.lanes : 1;
+    sum_.static_statements++;
+    for (Tile *t : st.tiles) {
+        if (t->stmt != s) continue;
+        auto it = t->acc.find(AccKey{off, w, stride, lanes});
+        LT_CHECK(it != t->acc.end(), "a statement copy outside its register tile's accumulators");
+        Value *&acc = it->second;
+        acc = update(stmt, acc, st, vvar, w);
+        return;
+    }
+    if (stmt.reduce == ReduceKind::Sum) zero_started_[size_t(s)] = false;
+    if (stmt.reduce == ReduceKind::None) {
+        store_lanes(out, st, off, w, stride, lanes, eval(stmt.value, st, vvar, w));
+    } else if (w > 1 && stride == 0) {
+        // A vectorized reduction var: horizontal reduce-add into the scalar.
+        const llvm::Align al = align_at(out, st, off);
+        Value *p = addr(out, st, off);
+        Value *old = b_.CreateAlignedLoad(f32_, p, al);
+        auto *sum =
+            llvm::cast<llvm::Instruction>(b_.CreateFAddReduce(old, eval(stmt.value, st, vvar, w)));
+        sum->setHasAllowReassoc(true);
+        b_.CreateAlignedStore(sum, p, al);
+    } else {
+        Value *old = load_lanes(out, st, off, w, stride, lanes);
+        store_lanes(out, st, off, w, stride, lanes, update(stmt, old, st, vvar, w));
+    }
+}
+
+void NestEmitter::emit_stmts(State &st, int vvar, int64_t w) {
+    for (int s : plan_.nest.stmts) emit_stmt(s, st, vvar, w);
+}
+
+// Whether loop d checks the cancel flag each iteration: the outermost loop, and every loop
+// whose iteration runs at least kPollWork innermost iterations (a check then costs ~0.1% at
+// most). With the outermost loop alone, a conv whose batch loop is outermost could be cancelled
+// only between images: a naive batch-2 conv ran 4.7 s a call past a 0.34 s cap.
+constexpr int64_t kPollWork = int64_t(1) << 16;
+bool NestEmitter::polls(size_t d) const {
+    int64_t work = 1;
+    for (size_t e = d + 1; e < plan_.nest.loops.size() && work < kPollWork; ++e)
+        work *= plan_.nest.loops[e].size + (plan_.nest.loops[e].tail > 0);
+    return d == 0 || work >= kPollWork;
+}
+
+void NestEmitter::emit_poll() {
+    Value *flag = b_.CreateLoad(i32_, body_.cancel, /*isVolatile=*/true, "cancel");
+    BasicBlock *cont = BasicBlock::Create(ctx_, "go", body_.fn);
+    llvm::MDBuilder md(ctx_);
+    b_.CreateCondBr(b_.CreateICmpNE(flag, b_.getInt32(0)), body_.ret, cont,
+                    md.createBranchWeights(1, 1u << 20));
+    b_.SetInsertPoint(cont);
+}
+
+// A do-while loop of n >= 2 iterations; the accumulators of the active tiles are carried
+// around it in phis.
+void NestEmitter::emit_runtime_loop(int64_t n, bool poll, State &st,
+                                    const std::function<void(Value *iv)> &body) {
+    std::vector<Value **> carried;
+    for (Tile *t : st.tiles)
+        for (auto &[key, v] : t->acc) carried.push_back(&v);
+    emit_do_while({"loop", "i", "i.next", "done"}, b_.getInt64(1), b_.getInt64(uint64_t(n)),
+                  /*nowrap=*/true, poll, carried, body);
+}
+
+// A do-while loop: the counter runs from 0 by `step` while counter + step < `bound` (so at
+// least once); each `carried` value is replaced by a phi around the loop, and holds the value
+// the body left in it at the exit. `nowrap`: the increment cannot overflow (nuw, nsw).
+void NestEmitter::emit_do_while(const LoopNames &names, Value *step, Value *bound, bool nowrap,
+                                bool poll, const std::vector<Value **> &carried,
+                                const std::function<void(Value *iv)> &body) {
+    BasicBlock *pre = b_.GetInsertBlock();
+    BasicBlock *head = BasicBlock::Create(ctx_, names.head, body_.fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    PHINode *iv = b_.CreatePHI(i64_, 2, names.iv);
+    iv->addIncoming(b_.getInt64(0), pre);
+    std::vector<PHINode *> phis;
+    for (Value **slot : carried) {
+        PHINode *phi = b_.CreatePHI((*slot)->getType(), 2, "acc");
+        phi->addIncoming(*slot, pre);
+        *slot = phi;
+        phis.push_back(phi);
+    }
+    if (poll) emit_poll();
+    body(iv);
+    BasicBlock *latch = b_.GetInsertBlock();
+    Value *next = b_.CreateAdd(iv, step, names.next, /*HasNUW=*/nowrap, /*HasNSW=*/nowrap);
+    BasicBlock *exit = BasicBlock::Create(ctx_, names.exit, body_.fn);
+    b_.CreateCondBr(b_.CreateICmpULT(next, bound), head, exit);
+    iv->addIncoming(next, latch);
+    for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(*carried[i], latch);
+    b_.SetInsertPoint(exit);
+}
+
+std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
+    std::optional<std::vector<AccKey>> keys = tile_keys(plan_, pos, d, st.avail, st.stat);
+    if (!keys) return nullptr;
+    const int s = plan_.nest.stmts[pos];
+    auto t = std::make_unique<Tile>(Tile{s, plan_.zero_start[pos], {}});
+    const int out = plan_.out_slot[pos];
+    for (const AccKey &k : *keys) {
+        Value *init;
+        if (t->zero_start) {
+            init = llvm::Constant::getNullValue(vec_type(k.w));
+        } else if (k.w > 1 && k.stride == 0) {
+            Value *x = load_at(f32_, out, st, k.off);
+            init =
+                b_.CreateInsertElement(llvm::Constant::getNullValue(vec_type(k.w)), x, uint64_t(0));
+        } else {
+            init = load_lanes(out, st, k.off, k.w, k.stride, k.lanes);
+        }
+        t->acc[k] = init;
+    }
+    sum_.register_tiles++;
+    if (t->zero_start) sum_.zero_start_tiles++;
+    st.tiles.push_back(t.get());
+    return t;
+}
+
+void NestEmitter::finish_tile(const Tile &t, State &st) {
+    const int out = plan_.out_slot[plan_.position(t.stmt)];
+    for (auto &[k, v] : t.acc) {
+        if (k.w > 1 && k.stride == 0) {
+            auto *sum = llvm::cast<llvm::Instruction>(
+                b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(f32_), v));
+            sum->setHasAllowReassoc(true);
+            store_lanes(out, st, k.off, 1, 0, 1, sum);
+        } else {
+            store_lanes(out, st, k.off, k.w, k.stride, k.lanes, v);
+        }
+    }
+    if (!t.zero_start) zero_started_[size_t(t.stmt)] = false;
+    st.tiles.erase(std::find(st.tiles.begin(), st.tiles.end(), &t));
+}
+
+// A `pack`'s transposing copy (a conv's weights W[m, c, kh, kw] into [.., c, kh, kw, m_i]) as
+// written is a scalar load and store per element, each load a row further in T: ~2 G
+// elements/s on Zen 5, and on a 512-channel 7x7 layer the copy cost more than the convolution
+// (docs/performance.md, (p)). Below the depth where the remaining loops are a run over
+// contiguous elements of T and then the rows, it is a call to the runtime's transpose in
+// blocks of 16 (or 8) rows (lower_runtime.h), which a JIT compiles once for all its kernels.
+std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const State &st) const {
+    const std::vector<Loop> &loops = plan_.nest.loops;
+    if (plan_.nest.stmts.size() != 1 || loops.size() < d + 2 || plan_.region[0] >= int(d))
+        return std::nullopt;
+    const Statement &stmt = c_.stmts[size_t(plan_.nest.stmts[0])];
+    if (stmt.reduce != ReduceKind::None || stmt.value.op != OpKind::Read ||
+        c_.tensors[size_t(stmt.out.tensor)].kind != TensorKind::Scratch)
+        return std::nullopt;
+    Transpose t;
+    t.dst = plan_.slot(stmt.out);
+    t.src = plan_.slot(stmt.value.access);
+    const Slot &src = plan_.slots[size_t(t.src)], &dst = plan_.slots[size_t(t.dst)];
+    // Every loop covers single elements of its own var, all that is left of it here.
+    for (size_t e = d; e < loops.size(); ++e) {
+        const Loop &l = loops[e];
+        if (l.tail || l.unroll || l.vectorize || plan_.inner[e] != 1 ||
+            st.avail[size_t(l.var)] != l.size)
+            return std::nullopt;
+    }
+    const Loop &row = loops.back();
+    t.rows = row.size;
+    t.src_stride = src.coef[size_t(row.var)];
+    if (dst.coef[size_t(row.var)] != 1 || t.rows % 8 != 0 || t.src_stride == 1) return std::nullopt;
+    t.block = t.rows % 16 == 0 ? 16 : 8;
+    // The run, innermost first: contiguous in T, and in S one row of `rows` apart.
+    int64_t want_src = 1, want_dst = t.rows;
+    for (size_t e = loops.size() - 1; e-- > d;) {
+        const size_t v = size_t(loops[e].var);
+        if (src.coef[v] != want_src || dst.coef[v] != want_dst) return std::nullopt;
+        want_src *= loops[e].size;
+        want_dst *= loops[e].size;
+    }
+    t.run = want_src;
+    if (t.run % 16 != 0) return std::nullopt;
+    return t;
+}
+
+void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
+    ++sum_.transposed_copies;
+    Value *src = addr(t.src, st, static_offset(t.src, st));
+    Value *dst = addr(t.dst, st, static_offset(t.dst, st));
+    // A call, not the code: a JIT compiles the transpose once (lower_runtime.h).
+    b_.CreateCall(transpose_function(*b_.GetInsertBlock()->getModule(), t.block),
+                  {src, dst, b_.getInt64(uint64_t(t.src_stride)), b_.getInt64(uint64_t(t.rows)),
+                   b_.getInt64(uint64_t(t.run))});
+}
+
+void NestEmitter::emit(size_t d, State st) {
+    if (before_ && d == size_t(before_->nest.shared)) {
+        rebase(st);
+        emit_before(d, st);
+    }
+    if (d == plan_.nest.loops.size()) {
+        emit_stmts(st, -1, 1);
+        return;
+    }
+    if (const auto t = transpose_at(d, st)) {
+        emit_transpose(*t, st);
+        return;
+    }
+    // The tiles started here live until this depth is done; st and its copies below only
+    // point at them.
+    std::vector<std::unique_ptr<Tile>> started;
+    for (size_t i = 0; i < plan_.nest.stmts.size(); ++i)
+        if (plan_.region[i] == int(d))
+            if (auto t = start_tile(i, d, st)) started.push_back(std::move(t));
+
+    const Loop &l = plan_.nest.loops[d];
+    const size_t v = size_t(l.var);
+    const int64_t chunk = plan_.inner[d], total = st.avail[v], nfull = total / chunk,
+                  rem = total % chunk, base = st.stat[v];
+    const bool poll = polls(d);
+    auto static_copy = [&](int64_t start, int64_t n) {
+        State s2 = st;
+        s2.stat[v] = base + start;
+        s2.avail[v] = n;
+        if (poll) emit_poll();
+        emit(d + 1, s2);
+        // Accumulators changed in s2's tiles are the same Tile objects as st's.
+    };
+    switch (plan_.expansion(d, total)) {
+        case Expansion::Vector:
+            if (poll) emit_poll();
+            for (const VectorPiece &piece : plan_.pieces(total)) {
+                State s2 = st;
+                s2.stat[v] = base + piece.start;
+                s2.avail[v] = piece.lanes;
+                s2.lanes = piece.lanes;
+                emit_stmts(s2, int(v), piece.width);
+            }
+            break;
+        case Expansion::Unrolled:
+            for (int64_t i = 0; i < nfull; ++i) static_copy(i * chunk, chunk);
+            if (rem > 0) static_copy(nfull * chunk, rem);
+            break;
+        case Expansion::Loop:
+            emit_runtime_loop(nfull, poll, st, [&](Value *iv) {
+                State s2 = st;
+                s2.avail[v] = chunk;
+                for (size_t a = 0; a < slots_.size(); ++a) {
+                    const int64_t step = slots_[a].coef[v] * chunk;
+                    if (step == 0) continue;
+                    Value *off = b_.CreateMul(iv, b_.getInt64(uint64_t(step)), "", true, true);
+                    s2.ptr[a] = b_.CreateInBoundsGEP(f32_, st.ptr[a], off);
+                    s2.mult[a] = gcd64(st.mult[a], step);
+                }
+                emit(d + 1, s2);
+            });
+            if (rem > 0) static_copy(nfull * chunk, rem);
+            break;
+    }
+    for (auto it = started.rbegin(); it != started.rend(); ++it) finish_tile(**it, st);
+}
+
+// Fallback for nests whose static expansion would be too large: plain scalar loops with
+// run-time trip counts and flat addressing, ignoring unroll/vectorize.
+void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
+    if (before_ && d == size_t(before_->nest.shared)) {
+        block_start_ = idx;
+        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        inner.block_start_ = idx;
+        inner.emit_generic(d, idx, avail);
+    }
+    if (d == plan_.nest.loops.size()) {
+        State st;
+        st.stat.assign(c_.vars.size(), 0);
+        for (const Slot &s : plan_.slots) {
+            Value *flat = b_.getInt64(0);
+            for (size_t v = 0; v < s.coef.size(); ++v) {
+                if (s.coef[v] == 0) continue;
+                Value *i = s.block_relative ? b_.CreateSub(idx[v], block_start_[v]) : idx[v];
+                flat = b_.CreateAdd(flat, b_.CreateMul(i, b_.getInt64(uint64_t(s.coef[v]))));
+            }
+            st.ptr.push_back(b_.CreateInBoundsGEP(f32_, body_.args[size_t(s.tensor)], flat));
+            st.mult.push_back(1);
+            st.bias.push_back(0);
+        }
+        emit_stmts(st, -1, 1);
+        return;
+    }
+    const Loop &l = plan_.nest.loops[d];
+    const size_t v = size_t(l.var);
+    const int64_t chunk = plan_.inner[d];
+    Value *total = avail[v], *base = idx[v];
+    emit_do_while({"gloop", "start", "", "gdone"}, b_.getInt64(uint64_t(chunk)), total,
+                  /*nowrap=*/false, polls(d), {}, [&](Value *start) {
+                      idx[v] = b_.CreateAdd(base, start);
+                      avail[v] = chunk == 1 ? b_.getInt64(1)
+                                            : b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
+                                                                       b_.getInt64(uint64_t(chunk)),
+                                                                       b_.CreateSub(total, start));
+                      emit_generic(d + 1, idx, avail);
+                  });
+}
+
+}  // namespace
+
+KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name) {
+    llvm::LLVMContext &ctx = m.getContext();
+    IRBuilder<> b(ctx);
+    Type *ptr = llvm::PointerType::getUnqual(ctx);
+    const size_t nt = c.tensors.size();
+    KernelBody body;
+    // The internal body takes every tensor as its own noalias pointer so alias analysis can
+    // tell them apart; the exported wrapper unpacks the KernelFn ABI and calls it (inlined).
+    std::vector<Type *> params(nt, ptr);
+    params.push_back(ptr);
+    auto *body_ty = llvm::FunctionType::get(b.getVoidTy(), params, false);
+    body.fn =
+        llvm::Function::Create(body_ty, llvm::Function::InternalLinkage, fn_name + ".body", m);
+    body.fn->addFnAttr(llvm::Attribute::AlwaysInline);
+    body.fn->addFnAttr(llvm::Attribute::NoUnwind);
+    for (size_t t = 0; t < nt; ++t) {
+        llvm::Argument *a = body.fn->getArg(unsigned(t));
+        a->setName(c.tensors[t].name);
+        a->addAttr(llvm::Attribute::NoAlias);
+        a->addAttr(llvm::Attribute::NoCapture);
+        a->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+        a->addAttr(llvm::Attribute::getWithDereferenceableBytes(
+            ctx, uint64_t(c.tensors[t].num_elements()) * 4));
+        body.args.push_back(a);
+    }
+    body.cancel = body.fn->getArg(unsigned(nt));
+    body.cancel->setName("cancel");
+    body.entry = BasicBlock::Create(ctx, "entry", body.fn);
+    body.nests = BasicBlock::Create(ctx, "nests", body.fn);
+    body.ret = BasicBlock::Create(ctx, "ret", body.fn);
+    b.SetInsertPoint(body.ret);
+    b.CreateRetVoid();
+    return body;
+}
+
+std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
+                             const KernelBody &body, LoweringSummary &summary) {
+    IRBuilder<> b(body.fn->getContext());
+    b.SetInsertPoint(body.nests);
+    std::vector<bool> zero_started(c.stmts.size(), true);
+    for (size_t n = 0; n < plans.size(); ++n) {
+        if (plans[n].nest.shared) continue;  // emitted inside the next nest's shared loops
+        const NestPlan *before = n > 0 && plans[n - 1].nest.shared ? &plans[n - 1] : nullptr;
+        NestEmitter(c, plans[n], before, body, b, zero_started, summary).run();
+    }
+    b.CreateBr(body.ret);
+    return zero_started;
+}
+
+void emit_zero_outputs(const Computation &c, const KernelBody &body,
+                       const std::vector<bool> &zero_started, LoweringSummary &summary) {
+    IRBuilder<> b(body.fn->getContext());
+    b.SetInsertPoint(body.entry);
+    const size_t nt = c.tensors.size();
+    std::vector<bool> zero(nt, false);
+    for (size_t s = 0; s < c.stmts.size(); ++s)
+        if (c.stmts[s].reduce == ReduceKind::Sum && !zero_started[s])
+            zero[size_t(c.stmts[s].out.tensor)] = true;
+    for (size_t t = 0; t < nt; ++t)
+        if (zero[t]) {
+            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(c.tensors[t].num_elements()) * 4,
+                           llvm::MaybeAlign(64));
+            summary.zeroed_tensors.push_back(int(t));
+        }
+    b.CreateBr(body.nests);
+}
+
+Value *emit_checked_alloc(IRBuilder<> &b, llvm::Function *fn, int64_t elements,
+                          const std::string &name) {
+    llvm::Module &m = *fn->getParent();
+    llvm::LLVMContext &ctx = m.getContext();
+    Type *ptr = b.getPtrTy(), *i64 = b.getInt64Ty();
+    auto aligned_alloc = m.getOrInsertFunction("aligned_alloc", ptr, i64, i64);
+    auto abort_fn = m.getOrInsertFunction("abort", b.getVoidTy());
+    const uint64_t bytes = (uint64_t(elements) * 4 + 63) / 64 * 64;
+    Value *p = b.CreateCall(aligned_alloc, {b.getInt64(64), b.getInt64(bytes)}, name);
+    BasicBlock *fail = BasicBlock::Create(ctx, "no_memory", fn);
+    BasicBlock *ok = BasicBlock::Create(ctx, "allocated", fn);
+    b.CreateCondBr(b.CreateIsNull(p), fail, ok);
+    b.SetInsertPoint(fail);
+    b.CreateCall(abort_fn);
+    b.CreateUnreachable();
+    b.SetInsertPoint(ok);
+    return p;
+}
+
+void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
+                  const std::string &fn_name) {
+    llvm::LLVMContext &ctx = m.getContext();
+    IRBuilder<> b(ctx);
+    Type *ptr = llvm::PointerType::getUnqual(ctx);
+    auto *kernel_ty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr}, false);
+    auto *kernel = llvm::Function::Create(kernel_ty, llvm::Function::ExternalLinkage, fn_name, m);
+    kernel->addFnAttr(llvm::Attribute::NoUnwind);
+    b.SetInsertPoint(BasicBlock::Create(ctx, "entry", kernel));
+    // A null cancel pointer means "never cancel".
+    auto *never =
+        new llvm::GlobalVariable(m, b.getInt32Ty(), true, llvm::GlobalValue::InternalLinkage,
+                                 b.getInt32(0), fn_name + ".never");
+    Value *cancel = kernel->getArg(1);
+    cancel = b.CreateSelect(b.CreateIsNull(cancel), never, cancel);
+    std::vector<Value *> call_args;
+    for (size_t t = 0; t < c.num_buffers(); ++t)
+        call_args.push_back(
+            b.CreateAlignedLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, kernel->getArg(0), t),
+                                llvm::Align(8), c.tensors[t].name + ".ptr"));
+    // Scratch tensors (`pack`ed copies) are the kernel's own, allocated per call: reentrant,
+    // and nothing stays mapped between calls. A repeated allocation of one size is served from
+    // the heap glibc keeps, not by fresh pages (up to its 32 MB mmap threshold).
+    std::vector<Value *> scratch;
+    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t) {
+        // `pack` keeps a scratch tensor within kMaxScratchElements.
+        Value *p = emit_checked_alloc(b, kernel, c.tensors[t].num_elements(), c.tensors[t].name);
+        call_args.push_back(p);
+        scratch.push_back(p);
+    }
+    call_args.push_back(cancel);
+    b.CreateCall(body.fn, call_args);
+    if (!scratch.empty()) {
+        auto free_fn = m.getOrInsertFunction("free", b.getVoidTy(), ptr);
+        for (Value *p : scratch) b.CreateCall(free_fn, {p});
+    }
+    b.CreateRetVoid();
+}
+
+}  // namespace looptool::detail

@@ -1,0 +1,44 @@
+// Lowering, the LLVM steps (lower.h): the kernel body, emission of each nest from its plan,
+// zeroing the reduction outputs no zero-start tile covered, and the exported wrapper.
+// Internal: included by lower.cpp only (LLVM include paths, looptool/CMakeLists.txt).
+#pragma once
+
+#include <llvm/IR/Function.h>
+#include <llvm/IR/Module.h>
+
+#include <string>
+#include <vector>
+
+#include "looptool/lower/lower_plan.h"
+
+namespace looptool::detail {
+
+/// The internal kernel body: one noalias, 64-byte aligned pointer argument per tensor and the
+/// cancel flag. Its blocks: `entry` (left open for emit_zero_outputs), `nests` (where
+/// emit_nests starts) and `ret`.
+struct KernelBody {
+    llvm::Function *fn = nullptr;
+    std::vector<llvm::Value *> args;  ///< per tensor
+    llvm::Value *cancel = nullptr;
+    llvm::BasicBlock *entry = nullptr, *nests = nullptr, *ret = nullptr;
+};
+
+KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name);
+
+/// Emits every nest from its plan, in order, into body.nests, then branches to body.ret.
+/// Returns per statement whether every emission of it was a zero-start register tile (so
+/// its output needs no zeroing).
+std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
+                             const KernelBody &body, LoweringSummary &summary);
+
+/// Zeroes, in body.entry, every reduction output some emission of its statement accumulates
+/// into memory, then branches to body.nests.
+void emit_zero_outputs(const Computation &c, const KernelBody &body,
+                       const std::vector<bool> &zero_started, LoweringSummary &summary);
+
+/// The exported KernelFn `void fn_name(float *const *buffers, const volatile int32_t *cancel)`
+/// that unpacks the buffers and calls the body (inlined by the JIT's first pass).
+void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
+                  const std::string &fn_name);
+
+}  // namespace looptool::detail

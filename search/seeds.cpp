@@ -1,0 +1,216 @@
+#include "search/seeds.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "looptool/ir/error.h"
+
+namespace looptune {
+
+using looptool::Action;
+using looptool::Program;
+
+namespace {
+
+/// The seeds that apply from the naive nest, within the step limit and the action space. The
+/// layout actions `flatten` and `pack` are allowed outside it: a seed is measured, not chosen
+/// by the policy, and the policy's actions go on from the state it reaches.
+std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<TuneSeed> candidates,
+                                 int limit, const looptool::ActionSpace &space) {
+    std::vector<TuneSeed> out;
+    const Program naive = Program::naive(std::make_shared<const looptool::Computation>(c));
+    for (TuneSeed &s : candidates) {
+        Program p = naive;
+        bool ok = int(s.actions.size()) <= limit;
+        for (Action a : s.actions) {
+            const bool layout = a == Action::Flatten || a == Action::Pack;
+            ok = ok && (space.index_of(a) >= 0 || layout) && looptool::is_legal(p, a);
+            if (ok) p = looptool::apply(p, a);
+        }
+        if (ok) out.push_back(std::move(s));
+    }
+    return out;
+}
+
+/// k blocks of 4x64 nkm: 64 rows where B's rows do not start cache lines (16 does not divide
+/// n), so a block still fits L1; 128 otherwise.
+int nkm_kb(const MatmulShape &s) { return s.n % 16 != 0 ? 64 : 128; }
+
+TileSchedule packed(TileSchedule t) {
+    t.pack = true;
+    return t;
+}
+
+TileSchedule packed_a(TileSchedule t) {
+    t.pack_a = true;
+    return t;
+}
+
+// clang-format off
+/// In the order they are measured (the first has no bound to be cut at). The evidence for each
+/// rule, measured side by side against every member of the family, is in docs/decisions.md.
+const std::vector<MatmulSeedRule> kMatmulRules = {
+    {"deep and wide: 4x64 kb nkm, first (never far from the best member on deep reductions)",
+     [](const MatmulShape &s) { return s.k >= 1024 && s.m > 16 && s.n >= 64; },
+     [](const MatmulShape &s) { return TileSchedule{4, 64, nkm_kb(s), "nkm"}; }},
+    {"narrow n: 16x16 mn (a 32-wide tile would leave n unsplit)",
+     [](const MatmulShape &s) { return s.n < 32; },
+     [](const MatmulShape &) { return TileSchedule{16, 16, 0, "mn"}; }},
+    {"the tile that wins most of LoopTune's grid: 8x32 mn",
+     [](const MatmulShape &s) { return s.n >= 32; },
+     [](const MatmulShape &) { return TileSchedule{8, 32, 0, "mn"}; }},
+    {"narrow n: 8x16 mn",
+     [](const MatmulShape &s) { return s.n < 32; },
+     [](const MatmulShape &) { return TileSchedule{8, 16, 0, "mn"}; }},
+    {"a wide tile, column panels outermost from k = 512 (B's panel reused across rows)",
+     [](const MatmulShape &s) { return s.n >= 32; },
+     [](const MatmulShape &s) { return TileSchedule{4, 64, 0, s.k >= 512 && s.m > 16 ? "nm" : "mn"}; }},
+    {"narrow n: 8x32 mn",
+     [](const MatmulShape &s) { return s.n < 32; },
+     [](const MatmulShape &) { return TileSchedule{8, 32, 0, "mn"}; }},
+    {"a narrow tile, columns outermost; 16x16 on wide rows of B whose k does not put A's rows in one L1 set",
+     [](const MatmulShape &s) { return s.n >= 32; },
+     [](const MatmulShape &s) {
+         const bool wide = s.n >= 1024 && s.m > 16 && s.k % 1024 != 0;
+         return wide ? TileSchedule{16, 16, 0, "nm"} : TileSchedule{8, 16, 0, "nm"}; }},
+    {"medium depth (512 <= k < 1024): 16x16 mn",
+     [](const MatmulShape &s) { return s.k >= 512 && s.k < 1024 && s.m > 16; },
+     [](const MatmulShape &) { return TileSchedule{16, 16, 0, "mn"}; }},
+    {"medium depth: k-blocked panels, 4x64 kb nkm (its next block prefetched), or 8x32 kb256 kmn below 64 columns",
+     [](const MatmulShape &s) { return s.k >= 512 && s.k < 1024 && s.m > 16; },
+     [](const MatmulShape &s) {
+         return s.n >= 64 ? TileSchedule{4, 64, nkm_kb(s), "nkm"} : TileSchedule{8, 32, 256, "kmn"}; }},
+    {"shallow with wide rows of B: 16x16 mn (B read once per 16 rows)",
+     [](const MatmulShape &s) { return s.k < 512 && s.n >= 1024 && s.m > 16; },
+     [](const MatmulShape &) { return TileSchedule{16, 16, 0, "mn"}; }},
+    {"deep (k >= 1024): 8x32 with k blocks of 128, kmn",
+     [](const MatmulShape &s) { return s.k >= 1024 && s.m > 16; },
+     [](const MatmulShape &) { return TileSchedule{8, 32, 128, "kmn"}; }},
+    {"deep: 16x16 mn, or 8x16 mn with A packed where k puts a tile's rows of A in one L1 set",
+     [](const MatmulShape &s) { return s.k >= 1024 && s.m > 16; },
+     [](const MatmulShape &s) {
+         return s.k % 1024 == 0 && s.m % 8 == 0 ? packed_a({8, 16, 0, "mn"})
+                                                 : TileSchedule{16, 16, 0, "mn"}; }},
+    {"deep with narrow n: 4x64 kb nkm, last",
+     [](const MatmulShape &s) { return s.k >= 1024 && s.m > 16 && s.n < 64; },
+     [](const MatmulShape &s) { return TileSchedule{4, 64, nkm_kb(s), "nkm"}; }},
+    {"decode-time (m <= 16): B streamed once in k blocks of 128; 8x32 reads each block once when m = 8",
+     [](const MatmulShape &s) { return s.k >= 512 && s.m <= 16; },
+     [](const MatmulShape &s) {
+         return s.m == 8 ? TileSchedule{8, 32, 128, "kmn"} : TileSchedule{4, 64, 128, "kmn"}; }},
+    {"decode-time, m <= 8: k blocks of 8 rows, so only 8 rows of B stream at a time",
+     [](const MatmulShape &s) { return s.k >= 512 && s.m <= 8; },
+     [](const MatmulShape &s) { return TileSchedule{s.m == 8 ? 4 : 8, 64, 8, "kmn"}; }},
+    {"B of 4 MB or more streamed by a few rows of A: 4x64 kb128 nkm, the next block prefetched",
+     [](const MatmulShape &s) {
+         return s.k >= 512 && s.m > 1 && s.m <= 16 && s.k * s.n >= (int64_t(1) << 20); },
+     [](const MatmulShape &) { return TileSchedule{4, 64, 128, "nkm"}; }},
+    {"large on every side: a kb256 x nb512 block of B kept in L2 while m sweeps",
+     [](const MatmulShape &s) { return s.m >= 512 && s.n >= 512 && s.k >= 512; },
+     [](const MatmulShape &) { return TileSchedule{8, 32, 256, "knmN", true, 512}; }},
+    {"B's rows 4 KB apart or more: 4x64 nm with B's panels packed (the copy costs 1/m of the multiply)",
+     [](const MatmulShape &s) { return s.n >= 1024 && s.m >= 32; },
+     [](const MatmulShape &) { return packed({4, 64, 0, "nm"}); }},
+    {"and deep: 8x32 kb256 nkm with B packed",
+     [](const MatmulShape &s) { return s.n >= 1024 && s.m >= 32 && s.k >= 2048; },
+     [](const MatmulShape &) { return packed({8, 32, 256, "nkm"}); }},
+    {"and rows of B off the cache lines, k < 1024: 8x16 mn with B copied into padded rows",
+     [](const MatmulShape &s) { return s.n >= 1024 && s.m >= 32 && s.n % 16 != 0 && s.k < 1024; },
+     [](const MatmulShape &) { return packed({8, 16, 0, "mn"}); }},
+};
+
+const std::vector<ConvSeedRule> kConvRules = {
+    {"row tiles along wo, channels outermost", [](const ConvShape &) { return true; },
+     [](const ConvShape &) { return ConvTileSchedule{8, 32, "mh"}; }},
+    {"square tile, rows outermost", [](const ConvShape &) { return true; },
+     [](const ConvShape &) { return ConvTileSchedule{16, 16, "hm"}; }},
+    {"wide tile, rows outermost (each row's input kept across channel blocks)",
+     [](const ConvShape &) { return true; },
+     [](const ConvShape &) { return ConvTileSchedule{4, 64, "hm"}; }},
+    {"channel-vectorized tile, W packed (narrow images)", [](const ConvShape &) { return true; },
+     [](const ConvShape &) { return ConvTileSchedule{64, 4, "mh", false, true, true}; }},
+    {"channel-vectorized tile, W packed", [](const ConvShape &) { return true; },
+     [](const ConvShape &) { return ConvTileSchedule{32, 8, "mh", false, true, true}; }},
+    {"rows of up to 14 columns: 32 channels x the whole row",
+     [](const ConvShape &s) { return s.wo <= 14; },
+     [](const ConvShape &s) { return ConvTileSchedule{32, int(s.wo), "mh", false, true, true}; }},
+    {"rows of 15-28 columns: 16 channels x the whole row (one vector of weights)",
+     [](const ConvShape &s) { return s.wo > 14 && s.wo <= 28; },
+     [](const ConvShape &s) { return ConvTileSchedule{16, int(s.wo), "mh", false, true, true}; }},
+    {"many input channels on a wide image: 16 channels at a time (their weights stay in L1)",
+     [](const ConvShape &s) { return s.ci >= 64 && s.ci % 16 == 0 && s.wo >= 32; },
+     [](const ConvShape &) { return ConvTileSchedule{32, 8, "mh", false, true, true, 1, 16}; }},
+    {"1x1 convs: the flat tile over ho * wo", [](const ConvShape &s) { return s.hw > 0; },
+     [](const ConvShape &) { return ConvTileSchedule{8, 32, "mh", true}; }},
+};
+// clang-format on
+
+std::vector<TuneSeed> conv_seeds(const looptool::Computation &c, const ConvShape &cs,
+                                 bool row_band) {
+    std::vector<TuneSeed> candidates;
+    for (const ConvSeedRule &r : kConvRules) {
+        if (!r.applies(cs)) continue;
+        const ConvTileSchedule t = r.schedule(cs);
+        // On a band of rows, no tile that sweeps every row more than twice, once per block of
+        // output channels: the band's input stays in cache from one block to the next, the
+        // whole image's does not.
+        if (row_band && t.outer == "mh" && cs.co > 2 * int64_t(t.tm)) continue;
+        try {
+            candidates.push_back({"tile " + t.name(), conv_tile_actions(c, t)});
+        } catch (const looptool::Error &) {
+            // not expressible for this layer (a pack needs tm | co, flat a 1x1 conv)
+        }
+    }
+    return candidates;
+}
+
+std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulShape &s) {
+    std::vector<TuneSeed> candidates;
+    // n = 1 (a GEMV on the other side): nothing in the tile family vectorizes; dot products,
+    // n above k, k split and its inner part vectorized as partial sums.
+    if (s.n == 1) {
+        for (Action split : {Action::Split64, Action::Split16})
+            candidates.push_back({fmt::format("dot k{}", looptool::split_factor(split)),
+                                  {Action::Down, Action::Down, Action::SwapUp, Action::Down, split,
+                                   Action::Down, Action::Vectorize}});
+        return candidates;
+    }
+    for (const MatmulSeedRule &r : kMatmulRules) {
+        if (!r.applies(s)) continue;
+        const TileSchedule t = r.schedule(s);
+        try {
+            candidates.push_back({"tile " + t.name(), tile_actions(c, t)});
+        } catch (const looptool::Error &) {
+            // not expressible for this shape
+        }
+    }
+    return candidates;
+}
+
+}  // namespace
+
+const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
+const std::vector<ConvSeedRule> &conv_seed_rules() { return kConvRules; }
+
+std::optional<MatmulShape> matmul_shape(const looptool::Computation &c) {
+    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
+    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2) return std::nullopt;
+    return MatmulShape{c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
+                       c.vars[size_t(K)].extent};
+}
+
+bool band_hides_row_sweeps(const ConvShape &whole) {
+    // Half of a 1 MiB L2 cache, the rest for the weights and the outputs.
+    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
+}
+
+std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
+                                 const looptool::ActionSpace &space, bool row_band) {
+    if (const auto cs = conv_shape(c))
+        return applicable(c, conv_seeds(c, *cs, row_band), limit, space);
+    if (const auto s = matmul_shape(c)) return applicable(c, matmul_seeds(c, *s), limit, space);
+    return {};
+}
+
+}  // namespace looptune

@@ -1,0 +1,475 @@
+#include "search/tile_schedules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "looptool/ir/error.h"
+#include "search/search.h"
+
+namespace looptune {
+
+using looptool::Action;
+
+std::string TileSchedule::name() const {
+    std::string s = fmt::format("{}x{}", tm, tn);
+    if (kb > 0) s += fmt::format(" kb{}", kb);
+    if (nb > 0) s += fmt::format(" nb{}", nb);
+    s += " " + outer;
+    if (!vectorize_write) s += " scalar-write";
+    if (pack_a) s += " packA";
+    if (pack) s += " pack";
+    return s;
+}
+
+namespace {
+
+Action split_action(int64_t factor) {
+    for (Action a : looptool::all_actions())
+        if (looptool::split_factor(a) == factor) return a;
+    throw looptool::Error(fmt::format("no split action with factor {}", factor));
+}
+
+/// Builds the sequence by applying each action to a program as it goes, so every step is
+/// checked for legality and the cursor position is always known.
+class Builder {
+public:
+    explicit Builder(const looptool::Computation &c)
+        : p_(looptool::Program::naive(std::make_shared<const looptool::Computation>(c))) {}
+
+    void act(Action a) {
+        p_ = looptool::apply(p_, a);
+        out_.push_back(a);
+    }
+    void go(int flat) {
+        while (p_.cursor < flat) act(Action::Down);
+        while (p_.cursor > flat) act(Action::Up);
+    }
+    /// Depth of the `level`-th loop (0: outermost) over `var` in nest `nest`, or -1.
+    int depth_of(int nest, int var, int level) const {
+        const auto &loops = p_.tree.nests[size_t(nest)].loops;
+        for (size_t d = 0; d < loops.size(); ++d)
+            if (loops[d].var == var && level-- == 0) return int(d);
+        return -1;
+    }
+    int flat(int nest, int depth) const { return p_.tree.flat({nest, depth}); }
+    const looptool::Loop &loop(int nest, int depth) const {
+        return p_.tree.nests[size_t(nest)].loops[size_t(depth)];
+    }
+    /// Splits the outermost loop over `var` of nest `nest` by `factor`, unless the factor
+    /// covers the whole extent (then the loop itself is the inner dimension). Returns whether
+    /// it split.
+    bool split(int nest, int var, int64_t factor, int64_t extent, int level = 0) {
+        if (factor <= 0 || factor >= extent) return false;
+        go(flat(nest, depth_of(nest, var, level)));
+        act(split_action(factor));
+        return true;
+    }
+    int cursor() const { return p_.cursor; }
+    const looptool::Computation &comp() const { return *p_.comp; }
+    std::vector<Action> take() { return std::move(out_); }
+
+private:
+    looptool::Program p_;
+    std::vector<Action> out_;
+};
+
+}  // namespace
+
+std::vector<Action> tile_actions(const looptool::Computation &c, const TileSchedule &s) {
+    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
+    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2)
+        throw looptool::Error(fmt::format("{} is not a matmul from make_matmul", c.name));
+    const int64_t em = c.vars[size_t(M)].extent, en = c.vars[size_t(N)].extent,
+                  ek = c.vars[size_t(K)].extent;
+    Builder b(c);
+
+    // 1. Splits of the compute nest (nest 0): each leaves the cursor's loop outer, new inner.
+    const bool ms = b.split(0, M, s.tm, em);
+    // With an n block: split n by nb first, then the block by tn (n, N, n_i).
+    const bool nbs = s.nb > 0 && b.split(0, N, s.nb, en);
+    const bool ns = nbs ? b.split(0, N, s.tn, s.nb, 1) : b.split(0, N, s.tn, en);
+    const bool ks = s.kb > 0 && b.split(0, K, s.kb, ek);
+    const int n_inner = int(nbs) + int(ns);  // level of n_i
+
+    // 2. Order: the outer loops as asked, then k (or k_i), m_i, n_i. Moving each target loop up
+    // to its place never swaps two loops of one variable: same-variable loops are already in
+    // their target relative order (outer first).
+    struct Id {
+        int var, level;
+    };
+    std::vector<Id> order;
+    for (char ch : s.outer) {
+        if (ch == 'm' && ms) order.push_back({M, 0});
+        if (ch == 'n' && (ns || nbs)) order.push_back({N, 0});
+        if (ch == 'N' && nbs && ns) order.push_back({N, 1});
+        if (ch == 'k' && ks) order.push_back({K, 0});
+    }
+    order.push_back({K, ks ? 1 : 0});
+    order.push_back({M, ms ? 1 : 0});
+    order.push_back({N, n_inner});
+    for (size_t i = 0; i < order.size(); ++i) {
+        int d = b.depth_of(0, order[i].var, order[i].level);
+        LT_CHECK(d >= int(i), "tile order: target loop above its place");
+        if (d == int(i)) continue;
+        // One place away: swapping the loop above it down is the same move; take whichever is
+        // nearer the cursor (this gives the hand schedule's 12-step sequence).
+        if (d == int(i) + 1 &&
+            std::abs(b.cursor() - b.flat(0, int(i))) < std::abs(b.cursor() - b.flat(0, d))) {
+            b.go(b.flat(0, int(i)));
+            b.act(Action::SwapDown);
+            continue;
+        }
+        b.go(b.flat(0, d));
+        for (; d > int(i); --d) b.act(Action::SwapUp);
+    }
+
+    // 3. Annotations: unroll the tile rows, vectorize the tile columns (innermost).
+    const int dm = b.depth_of(0, M, ms ? 1 : 0);
+    if (b.loop(0, dm).size > 1) {
+        b.go(b.flat(0, dm));
+        b.act(Action::Unroll);
+    }
+    b.go(b.flat(0, b.depth_of(0, N, n_inner)));
+    b.act(Action::Vectorize);
+
+    // 4. The write nest (nest 1: m, n): vectorize 16 columns at a time.
+    if (s.vectorize_write) {
+        const bool wn = b.split(1, N, 16, en);
+        b.go(b.flat(1, b.depth_of(1, N, wn ? 1 : 0)));
+        b.act(Action::Vectorize);
+    }
+    // 5. A packed in the order the tile walks it (illegal, so an Error, unless tm | m), then
+    // B (illegal after a block-by-block pack of A: in "mn", inside the m blocks).
+    if (s.pack_a) {
+        b.go(b.flat(0, b.depth_of(0, N, 0)));
+        b.act(Action::Pack);
+    }
+    if (s.pack) {
+        b.go(b.flat(0, b.depth_of(0, M, 0)));
+        b.act(Action::Pack);
+    }
+    return b.take();
+}
+
+std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool layout) {
+    std::vector<TileSchedule> f;
+    const std::pair<int, int> tiles[] = {{8, 32}, {8, 16}, {4, 64}, {16, 16}, {4, 32}, {8, 64}};
+    for (auto [tm, tn] : tiles)
+        for (const char *outer : {"mn", "nm"}) f.push_back({tm, tn, 0, outer, true});
+    if (k >= 256)
+        for (auto [tm, tn] : {std::pair{8, 32}, std::pair{4, 64}})
+            for (int kb : {128, 256})
+                if (kb < k)
+                    for (const char *outer : {"kmn", "mkn", "nkm"})
+                        f.push_back({tm, tn, kb, outer, true});
+    if (m >= 512 && n >= 512 && k >= 512)
+        for (int kb : {128, 256})
+            for (int nb : {256, 512})
+                if (nb < n)
+                    for (const char *outer : {"knmN", "nkmN"})
+                        f.push_back({8, 32, kb, outer, true, nb});
+    f.push_back({8, 32, 0, "mn", false});
+    if (layout) {
+        for (auto [tm, tn] :
+             {std::pair{8, 32}, std::pair{4, 64}, std::pair{8, 16}, std::pair{16, 16}})
+            for (const char *outer : {"nm", "mn"}) f.push_back({tm, tn, 0, outer, true, 0, true});
+        if (k >= 256)
+            for (const char *outer : {"kmn", "nkm"})
+                f.push_back({8, 32, 256, outer, true, 0, true});
+        for (auto [tm, tn] : {std::pair{8, 32}, std::pair{8, 16}, std::pair{16, 16}})
+            for (const char *outer : {"mn", "nm"})
+                f.push_back({tm, tn, 0, outer, true, 0, false, true});
+    }
+    return f;
+}
+
+std::string ConvTileSchedule::name() const {
+    const std::string blocks = cb > 0 ? fmt::format(" c{}", cb) : "";
+    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack{}", tm, th, tw, blocks);
+    if (vector_m) return fmt::format("conv {}x{} vm pack{}", tm, tw, blocks);
+    return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
+}
+
+namespace {
+
+// The vars of a conv2d by role: T[n, m, ho, wo] += X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw].
+struct ConvVars {
+    int n = -1, m = -1, ho = -1, wo = -1, c = -1, kh = -1, kw = -1;
+};
+
+// The var an index expression is, alone (coefficient 1, no offset), or -1.
+int single_var(const looptool::Affine &a) {
+    return a.terms.size() == 1 && a.terms[0].coef == 1 && a.offset == 0 ? a.terms[0].var : -1;
+}
+
+std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
+    using looptool::OpKind;
+    if (c.stmts.size() != 2 || c.stmts[0].reduce != looptool::ReduceKind::Sum) return {};
+    const looptool::Expr &e = c.stmts[0].value;
+    if (e.op != OpKind::Mul || e.args.size() != 2 || e.args[0].op != OpKind::Read ||
+        e.args[1].op != OpKind::Read)
+        return {};
+    const auto &out = c.stmts[0].out.index, &w = e.args[1].access.index,
+               &x = e.args[0].access.index;
+    if (out.size() != 4 || w.size() != 4 || x.size() != 4) return {};
+    ConvVars v{single_var(out[0]), single_var(out[1]), single_var(out[2]), single_var(out[3]),
+               single_var(w[1]),   single_var(w[2]),   single_var(w[3])};
+    // X[n, c, ho + kh, wo + kw]
+    auto is_sum = [](const looptool::Affine &a, int p, int q) {
+        if (a.terms.size() != 2 || a.offset != 0) return false;
+        const int s = a.terms[0].var, t = a.terms[1].var;
+        return a.terms[0].coef == 1 && a.terms[1].coef == 1 &&
+               ((s == p && t == q) || (s == q && t == p));
+    };
+    if (std::min({v.n, v.m, v.ho, v.wo, v.c, v.kh, v.kw}) < 0 || single_var(w[0]) != v.m ||
+        single_var(x[0]) != v.n || single_var(x[1]) != v.c || !is_sum(x[2], v.ho, v.kh) ||
+        !is_sum(x[3], v.wo, v.kw))
+        return {};
+    return v;
+}
+
+}  // namespace
+
+std::optional<ConvShape> conv_shape(const looptool::Computation &c) {
+    const auto v = conv_vars(c);
+    if (!v) return std::nullopt;
+    auto e = [&](int var) { return c.vars[size_t(var)].extent; };
+    return ConvShape{e(v->m), e(v->wo), e(v->kh) == 1 && e(v->kw) == 1 ? e(v->ho) * e(v->wo) : 0,
+                     e(v->c), e(v->n),  e(v->ho)};
+}
+
+namespace {
+
+// `c` with `var` of extent `extent`, and every tensor dimension indexed by `var` alone of that
+// size.
+looptool::Computation shrunk(const looptool::Computation &c, int var, int64_t extent,
+                             std::string name) {
+    looptool::Computation out = c;
+    out.name = std::move(name);
+    out.vars[size_t(var)].extent = extent;
+    auto shrink = [&](const looptool::Access &a) {
+        for (size_t d = 0; d < a.index.size(); ++d)
+            if (single_var(a.index[d]) == var) out.tensors[size_t(a.tensor)].shape[d] = extent;
+    };
+    for (const looptool::Statement &s : c.stmts) {
+        shrink(s.out);
+        std::vector<const looptool::Access *> reads;
+        looptool::collect_reads(s.value, reads);
+        for (const looptool::Access *a : reads) shrink(*a);
+    }
+    out.validate();
+    return out;
+}
+
+}  // namespace
+
+std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
+                                                      int64_t images) {
+    const auto v = conv_vars(c);
+    if (images < 1) throw looptool::Error(fmt::format("a slice of {} images", images));
+    const int64_t batch = v ? c.vars[size_t(v->n)].extent : 0;
+    if (!v || batch <= images) return std::nullopt;
+    // n indexes each of its tensors' first dimension alone (conv_vars)
+    return shrunk(c, v->n, images, fmt::format("{} ({} of {} images)", c.name, images, batch));
+}
+
+std::optional<looptool::Computation> conv_row_band(const looptool::Computation &c, int64_t rows) {
+    const auto v = conv_vars(c);
+    if (rows < 1) throw looptool::Error(fmt::format("a band of {} rows", rows));
+    const int64_t ho = v ? c.vars[size_t(v->ho)].extent : 0;
+    if (!v || ho <= rows) return std::nullopt;
+    return shrunk(c, v->ho, rows, fmt::format("{} ({} of {} rows)", c.name, rows, ho));
+}
+
+int64_t conv_band_rows(const looptool::Computation &c, double flops) {
+    const auto v = conv_vars(c);
+    if (!v) return 0;
+    const int64_t ho = c.vars[size_t(v->ho)].extent;
+    const double per_row = c.flops() / double(ho);
+    int64_t rows = 8 + ho % 8;
+    while (double(rows) * per_row < flops && 2 * rows <= ho) rows += 8;
+    return 2 * rows <= ho ? rows : 0;
+}
+
+std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {
+    auto v = conv_vars(c);
+    if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
+    Builder b(c);
+    if (s.flat) {
+        // ho and wo become one var (wo's role from now on; flatten keeps ho's id and drops
+        // wo's); illegal, so an Error, unless kh and kw are 1 and ho sits right above wo.
+        b.go(b.flat(0, b.depth_of(0, v->ho, 0)));
+        b.act(Action::Flatten);
+        auto var = [w = v->wo](int x) { return x > w ? x - 1 : x; };
+        *v = {var(v->n), var(v->m), -1, var(v->ho), var(v->c), var(v->kh), var(v->kw)};
+    }
+    auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
+    const bool ms = b.split(0, v->m, s.tm, extent(v->m));
+    const bool ws = b.split(0, v->wo, s.tw, extent(v->wo));
+    const bool hs = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
+    if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
+    const bool cs = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
+    if (s.cb > 0 && !cs)  // the same schedule as the member without blocks
+        throw looptool::Error(
+            fmt::format("blocks of {} cover all {} input channels", s.cb, extent(v->c)));
+    struct Id {
+        int var, level;
+    };
+    std::vector<Id> order = {{v->n, 0}};
+    const Id m_o{v->m, 0}, ho{v->ho, 0};
+    if (s.vector_m && (s.flat || v->ho < 0))
+        throw looptool::Error("the vector_m conv tile is not flat");
+    if (s.vector_m) {
+        if (ms) order.push_back(m_o);
+        order.push_back(ho);
+        if (cs) order.push_back({v->c, 0});
+    } else if (v->ho < 0) {
+        if (ms) order.push_back(m_o);
+    } else if (s.outer == "hm") {
+        order.push_back(ho);
+        if (ms) order.push_back(m_o);
+    } else {
+        if (ms) order.push_back(m_o);
+        order.push_back(ho);
+    }
+    if (ws) order.push_back({v->wo, 0});
+    const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0}, ho_i{v->ho, 1};
+    for (Id r : {Id{v->c, cs ? 1 : 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
+    if (hs) order.push_back(ho_i);
+    order.push_back(s.vector_m ? wo_i : m_i);
+    order.push_back(s.vector_m ? m_i : wo_i);
+    // Move each loop up to its place, outermost first (loops of one var keep their order).
+    for (size_t i = 0; i < order.size(); ++i) {
+        int d = b.depth_of(0, order[i].var, order[i].level);
+        LT_CHECK(d >= int(i), "conv tile order: target loop above its place");
+        if (d == int(i)) continue;
+        b.go(b.flat(0, d));
+        for (; d > int(i); --d) b.act(Action::SwapUp);
+    }
+    const int du = s.vector_m ? b.depth_of(0, v->wo, wo_i.level) : b.depth_of(0, v->m, m_i.level);
+    if (b.loop(0, du).size > 1) {
+        b.go(b.flat(0, du));
+        b.act(Action::Unroll);
+    }
+    if (hs) {  // th output rows too: each weight vector feeds th * tw FMAs
+        b.go(b.flat(0, b.depth_of(0, v->ho, 1)));
+        b.act(Action::Unroll);
+    }
+    const Id vec = s.vector_m ? m_i : wo_i;
+    b.go(b.flat(0, b.depth_of(0, vec.var, vec.level)));
+    b.act(Action::Vectorize);
+    // The write nest (naive order n, ho, wo, m): m moved out to depth 1 so the contiguous wo
+    // is innermost, then 16 columns at a time.
+    for (int d = b.depth_of(1, v->m, 0); d > 1; --d) {
+        b.go(b.flat(1, d));
+        b.act(Action::SwapUp);
+    }
+    const int wvar = v->wo;
+    const bool wn = b.split(1, wvar, 16, extent(wvar));
+    b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
+    b.act(Action::Vectorize);
+    // W packed under the output rows (or, flat, under the fused rows and columns).
+    if (s.pack || s.vector_m) {
+        b.go(b.flat(0, b.depth_of(0, v->ho >= 0 ? v->ho : v->wo, 0)));
+        b.act(Action::Pack);
+    }
+    return b.take();
+}
+
+std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw,
+                                                   bool layout) {
+    std::vector<ConvTileSchedule> f;
+    const std::pair<int, int> tiles[] = {{8, 32}, {4, 64}, {8, 16}, {16, 16}, {4, 32}};
+    for (bool pack : {false, true}) {
+        if (pack && !layout) break;
+        for (auto [tm, tw] : tiles) {
+            // A tile wider than the image repeats a narrower one (the whole row is the tile).
+            if (tm > 8 && tm / 2 >= co) continue;
+            if (!(tw > 16 && tw / 2 >= wo))
+                for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer, false, pack});
+            if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true, pack});
+        }
+    }
+    // Channel-vectorized tiles: 64 x 4 and 32 x 8 columns, or a whole narrow row (up to 28
+    // accumulators of the 32 vector registers).
+    if (layout) {
+        std::vector<std::pair<int, int>> vm = {{64, 4}, {32, 8}};
+        if (wo <= 14 && wo != 8) vm.push_back({32, int(wo)});
+        if (wo <= 28) vm.push_back({16, int(wo)});
+        for (auto [tm, tw] : vm)
+            if (tm / 2 < co && tw / 2 < wo) f.push_back({tm, tw, "mh", false, true, true});
+        for (auto [tm, tw] : {std::pair{64, 4}, std::pair{32, 8}})
+            if (tm / 2 < co && tw / 2 < wo)
+                for (int cb : {8, 16}) f.push_back({tm, tw, "mh", false, true, true, 1, cb});
+        // Rows of up to 7 columns: 2 rows x the row x 16 channels (14 accumulators), so a
+        // weight vector loaded from L2 feeds 14 FMAs instead of 7.
+        if (wo <= 7) f.push_back({16, int(wo), "mh", false, true, true, 2});
+    }
+    return f;
+}
+
+std::string format_actions(const std::vector<Action> &actions) {
+    std::string s;
+    for (Action a : actions) s += (s.empty() ? "" : ",") + std::string(looptool::action_name(a));
+    return s;
+}
+
+}  // namespace looptune
+
+namespace looptune::detail {
+
+SearchResult tile_template(Environment &env, const looptool::Program &start,
+                           const SearchConfig &config) {
+    SearchState state(env, start, config);
+    const looptool::Computation &c = *start.comp;
+    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
+    const auto conv = conv_vars(c);
+    if (!conv && (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2))
+        throw looptool::Error(fmt::format(
+            "the tile search needs a matmul (m, n, k) or a conv2d; {} is neither", c.name));
+    // The family is written from the naive nest; from any other start its sequences mean
+    // something else.
+    if (looptool::schedule_key(start) !=
+        looptool::schedule_key(looptool::Program::naive(start.comp)))
+        throw looptool::Error("the tile search starts from the naive nest only");
+    // Each family as its action sequences (empty: not expressible for this shape). The layout
+    // members only where the action space has `pack`.
+    const bool layout = env.action_space().index_of(Action::Pack) >= 0;
+    std::vector<std::function<std::vector<Action>()>> family;
+    if (conv) {
+        const ConvShape cs = *conv_shape(c);
+        for (const ConvTileSchedule &s : conv_schedule_family(cs.co, cs.wo, cs.hw, layout))
+            family.push_back([&c, s] { return conv_tile_actions(c, s); });
+    } else {
+        for (const TileSchedule &s :
+             schedule_family(c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
+                             c.vars[size_t(K)].extent, layout))
+            family.push_back([&c, s] { return tile_actions(c, s); });
+    }
+    for (const auto &make : family) {
+        if (state.out_of_time()) break;
+        std::vector<Action> actions;
+        try {
+            actions = make();
+        } catch (const looptool::Error &) {
+            continue;  // not expressible for this shape
+        }
+        // Within the step limit, a schedule's prefix is what an agent could reach; measure the
+        // state it ends in, like every other search does with its paths.
+        if (int(actions.size()) > config.max_steps) actions.resize(size_t(config.max_steps));
+        bool in_space = true;
+        for (Action a : actions) in_space = in_space && env.action_space().index_of(a) >= 0;
+        if (!in_space) continue;
+        looptool::Program p = start;
+        for (Action a : actions) p = looptool::apply(p, a);
+        if (state.evaluate(p, actions) < 0) break;
+    }
+    return state.finish("tile");
+}
+
+}  // namespace looptune::detail

@@ -1,0 +1,490 @@
+#include "tune/guided_search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <unordered_map>
+
+#include "looptool/ir/error.h"
+#include "looptool/measure/traffic.h"
+#include "search/tile_schedules.h"
+
+namespace looptune {
+
+using looptool::Action;
+using looptool::Program;
+
+looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configured, double flops,
+                                         double best_gflops) {
+    looptool::MeasureOptions o = configured;
+    o.warmup = std::min(o.warmup, 1);
+    if (!(best_gflops > 0 && flops > 0)) {
+        o.min_runs = std::min(o.min_runs, 1);
+        return o;
+    }
+    o.min_runs = std::min(o.min_runs, 3);
+    const double best_s = flops / (best_gflops * 1e9);
+    const double bound = std::max(kBoundCalls * best_s, 2 * o.min_time_s + 0.005);
+    o.time_cap_s = std::min(o.time_cap_s, bound);
+    // One call longer than kFirstCallCalls of the best's says as much, without waiting for
+    // the cap (never below kMinFirstCallCapS: a fast kernel's first call may be cold).
+    const double first = std::max(kFirstCallCalls * best_s, kMinFirstCallCapS);
+    if (first < o.time_cap_s) o.first_call_cap_s = first;
+    return fewer_long_calls(o, best_s, 1);
+}
+
+bool depends_on_shared_cache(const Program &p, int64_t cache_bytes) {
+    return looptool::estimate_traffic(p.computation(), p.tree, cache_bytes).shared_cache_ratio() >
+           kFragileShortRuns;
+}
+
+bool depends_on_shared_cache(const Program &p) {
+    return depends_on_shared_cache(p, looptool::private_cache_bytes());
+}
+
+size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
+                     double margin) {
+    if (gflops.empty()) throw looptool::Error("prefer_robust: no kernel");
+    const size_t fastest = size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
+    if (!fragile[fastest]) return fastest;
+    size_t pick = fastest;
+    for (size_t i = 0; i < gflops.size(); ++i)
+        if (!fragile[i] && gflops[i] >= (1 - margin) * gflops[fastest] &&
+            (pick == fastest || gflops[i] > gflops[pick]))
+            pick = i;
+    return pick;
+}
+
+looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least) {
+    if (!(call_s > 0)) return o;
+    const double needed = std::max(double(least), std::ceil(o.min_time_s / call_s));
+    if (needed >= double(o.min_runs)) return o;
+    o.min_runs = int(needed);
+    o.warmup = std::min(o.warmup, call_s >= o.min_time_s ? 0 : 1);
+    return o;
+}
+
+int guided_step_limit(const looptool::Computation &c, int policy_steps) {
+    int long_vars = 0;
+    for (const auto &v : c.vars) long_vars += v.extent > 256;
+    // A whole policy episode after the longest seed: most rollouts start at a seed. An 8x32
+    // tile is 17 actions with its write nest, a conv tile 35-50 (seven loops to order, then
+    // the write nest and the pack). Before, the limit was 16 on LoopTune's 64..256 grid, where
+    // no tile seed fit, so none was measured there.
+    size_t longest = 0;
+    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, looptool::ActionSpace::preset("full")))
+        longest = std::max(longest, s.actions.size());
+    return std::max(policy_steps + 8 * long_vars, longest == 0 ? 0 : int(longest) + policy_steps);
+}
+
+namespace {
+
+struct Node {
+    Program program;
+    std::vector<Action> path;  // from the start
+    double gflops = 0;
+    int next_branch = 0;  // 0: continue with a fresh rollout; i > 0: the i-th best action
+    std::string origin;
+};
+
+class Search {
+public:
+    Search(const Policy &policy, Environment &env, const GuidedConfig &config, int limit,
+           double flops)
+        : policy_(policy), env_(env), config_(config), limit_(limit), flops_(flops) {}
+
+    /// No step starts that would, at the average cost of a measured state so far, end after
+    /// 95% of the budget (so the budget bounds the search's end, not the start of its last
+    /// step). The 5% are for what those estimates miss: aiming at the budget itself, half of
+    /// the real-model set ended within 10 ms of it, a median of 0.499 s for 0.5 s
+    /// (docs/performance.md (w)).
+    bool out_of_time() const {
+        const double t = elapsed();
+        return t + (nodes_.empty() ? 0.0 : t / double(nodes_.size())) + finals_reserve() >=
+               0.95 * config_.budget_s;
+    }
+
+    /// Time kept for re-measuring the finalists (and the greedy rollout's best) with the
+    /// configured protocol: per kernel its warm-ups, then at least its minimum time and runs of
+    /// the best kernel so far. (Counting the runs alone, LoopTune's split ended at 0.51-0.52 s
+    /// of a 0.5 s budget.)
+    double finals_reserve() const {
+        if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
+        // A kernel measured on prefixes: about the finalists' prefix (rounded up to whole
+        // iterations, or two prefixes).
+        const double prefix = final_prefix_flops();
+        const double measured = prefix > 0 && flops_ > 2 * prefix ? 1.5 * prefix : flops_;
+        const double call_s = measured / (best_gflops_ * 1e9);
+        const looptool::MeasureOptions m =
+            fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
+        // The finalists, the greedy rollout's best, the best seed, the best that does not
+        // depend on the shared cache.
+        return (kFinalists + 3) *
+               (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
+    }
+
+    /// The finalists' prefixes, FLOPs (0: whole kernels).
+    double final_prefix_flops() const { return kFinalPrefix * config_.prefix_gflops * 1e9; }
+
+    /// Seconds a call of the best kernel so far takes.
+    double best_call_s() const { return flops_ / (best_gflops_ * 1e9); }
+
+    /// The configured protocol, with fewer calls when the best kernel's call is long
+    /// (fewer_long_calls()).
+    looptool::MeasureOptions finals_options() const {
+        return fewer_long_calls(env_.config().measure, best_call_s(), kFinalCalls);
+    }
+
+    /// The best few distinct schedules, and the greedy rollout's best (so the result is never
+    /// below it on the same figures), measured again with the configured protocol: a bounded
+    /// measurement of 3-4 calls ranked a kernel above one that the full protocol puts 5-20%
+    /// ahead (docs/performance.md, section n). Returns the index of the winner.
+    size_t final_choice(GuidedResult &r) {
+        std::vector<size_t> order(nodes_.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return nodes_[a].gflops > nodes_[b].gflops; });
+        std::vector<size_t> finals;
+        std::vector<std::string> keys;
+        auto take = [&](size_t i) {
+            const std::string key = looptool::schedule_key(nodes_[i].program);
+            if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
+            keys.push_back(key);
+            finals.push_back(i);
+        };
+        for (size_t i : order)
+            if (finals.size() < size_t(kFinalists)) take(i);
+        // The best seed too, so what the policy added to the seeds is on the same protocol.
+        size_t best_seed = seed_nodes_.empty() ? 0 : seed_nodes_.front();
+        for (size_t i : seed_nodes_)
+            if (nodes_[i].gflops > nodes_[best_seed].gflops) best_seed = i;
+        if (!seed_nodes_.empty()) take(best_seed);
+        // The greedy rollout's best, found by its schedule (a seed may have reached it first).
+        // When the rollout never improved on the start there is nothing to keep it above.
+        const std::string greedy_key = looptool::schedule_key(r.greedy.best);
+        if (!r.greedy.best_actions.empty())
+            for (size_t i = 0; i < nodes_.size(); ++i)
+                if (looptool::schedule_key(nodes_[i].program) == greedy_key) {
+                    take(i);
+                    break;
+                }
+        // When every finalist depends on the shared cache, the best state that does not.
+        auto fragile = [&](size_t i) { return depends_on_shared_cache(nodes_[i].program); };
+        if (std::all_of(finals.begin(), finals.end(), fragile))
+            for (size_t i : order)
+                if (!fragile(i)) {
+                    take(i);
+                    break;
+                }
+        // A finalist the search's bound cut short at under half the best cannot win: it keeps
+        // its figure (then an upper bound), as measuring it in full would take up to the 1 s cap
+        // (the greedy rollout's best on a conv: 1-3 GFLOPS against 150+, 0.4-0.9 s a layer).
+        const double top = nodes_[finals.front()].gflops;
+        std::vector<bool> again(finals.size());
+        for (size_t f = 0; f < finals.size(); ++f)
+            again[f] =
+                !(env_.cut_short(nodes_[finals[f]].program) && 2 * nodes_[finals[f]].gflops < top);
+        env_.reset_measure_options();
+        // (With fewer calls than configured the figures are not the store's to keep.)
+        const looptool::MeasureOptions fin = finals_options();
+        if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
+        env_.set_prefix_flops(final_prefix_flops(), 0.5);
+        std::vector<double> gflops(finals.size());
+        std::vector<bool> fragile_finals(finals.size());
+        for (size_t f = 0; f < finals.size(); ++f) {
+            Node &n = nodes_[finals[f]];
+            if (again[f]) n.gflops = env_.measure_again(n.program);
+            if (again[f] && keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
+            gflops[f] = again[f] ? n.gflops : 0;  // (cut short: cannot win)
+            fragile_finals[f] = fragile(finals[f]);
+        }
+        const size_t fastest =
+            size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
+        const size_t chosen = prefer_robust(gflops, fragile_finals, config_.robust_margin);
+        if (chosen != fastest) r.passed_over_gflops = gflops[fastest];
+        const size_t win = finals[chosen];
+        // The best seed among those measured again (the best one by the search's figures is):
+        // the full protocol may rank another seed finalist above it.
+        // (A finalist is found by its schedule: another node may have reached a seed's first.)
+        for (size_t i : seed_nodes_) {
+            const auto f =
+                std::find(keys.begin(), keys.end(), looptool::schedule_key(nodes_[i].program));
+            if (f == keys.end()) continue;
+            const double g = nodes_[finals[size_t(f - keys.begin())]].gflops;
+            if (g > r.best_seed_gflops) {
+                r.best_seed_gflops = g;
+                r.best_seed = nodes_[i].origin;
+                r.best_seed_actions = nodes_[i].path;
+            }
+        }
+        return win;
+    }
+
+    /// Before each measurement: the search's protocol (bounded_options()) from the best so far.
+    void bound_next_measurement() {
+        if (!config_.bounded_measurements) return;
+        env_.set_measure_options(bounded_options(env_.config().measure, flops_, best_gflops_));
+        env_.set_prefix_flops(config_.prefix_gflops * 1e9);
+    }
+    double elapsed() const {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    }
+
+    /// Records a measured state once (by schedule and cursor); returns its node's index.
+    size_t add(const Program &p, std::vector<Action> path, double gflops, int next_branch,
+               const std::string &origin) {
+        const std::string key = looptool::schedule_key(p) + "@" + std::to_string(p.cursor);
+        if (auto it = index_.find(key); it != index_.end()) return it->second;
+        best_gflops_ = std::max(best_gflops_, gflops);
+        index_.emplace(key, nodes_.size());
+        nodes_.push_back({p, std::move(path), gflops, next_branch, origin});
+        return nodes_.size() - 1;
+    }
+
+    /// Measures a seed from the naive nest `start` (tune_seeds() checked that it applies).
+    void add_seed(const Program &start, const TuneSeed &s) {
+        Program t = start;
+        for (Action a : s.actions) t = looptool::apply(t, a);
+        bound_next_measurement();
+        seed_nodes_.push_back(add(t, s.actions, env_.evaluate(t), 0, s.name));
+    }
+
+    /// The best measured state that still has a branch to try and room for another action.
+    Node *next_to_expand() {
+        Node *pick = nullptr;
+        for (Node &n : nodes_)
+            if (n.next_branch < config_.branches && int(n.path.size()) < limit_ &&
+                (!pick || n.gflops > pick->gflops))
+                pick = &n;
+        return pick;
+    }
+
+    /// From `from`: its branch-th action by Q-value (branch 0: the greedy one), then the policy
+    /// greedily, for at most the policy's episode and the step limit, while time remains.
+    void rollout(size_t from_index, int branch) {
+        ++rollouts_;
+        const Node from = nodes_[from_index];  // a copy: add() may reallocate nodes_
+        const std::string origin =
+            from.origin.ends_with(" + policy") ? from.origin : from.origin + " + policy";
+        bound_next_measurement();
+        env_.reset(from.program);  // a fresh episode of the policy's length from this state
+        std::vector<float> q = policy_.q_values(env_);
+        std::vector<int> order(q.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return q[a] > q[b]; });
+        if (branch >= int(order.size()) || std::isinf(q[size_t(order[size_t(branch)])])) return;
+        std::vector<Action> path = from.path;
+        int a = order[size_t(branch)];
+        size_t last = nodes_.size();
+        while (a >= 0 && int(path.size()) < limit_ && !out_of_time()) {
+            bound_next_measurement();
+            env_.step_index(a);
+            path.push_back(env_.action_space().actions[size_t(a)]);
+            last = add(env_.program(), path, env_.gflops(), 1, origin);
+            a = policy_.act(env_);
+        }
+        // Stopped by the policy's episode length, not by the policy: continuing is a branch.
+        if (last < nodes_.size() && a < 0 && env_.steps_taken() >= env_.config().max_steps)
+            nodes_[last].next_branch = 0;
+    }
+
+    /// tune_with_policy() (the policy's greedy episode from `start`), each measurement within
+    /// the search's bound; the start becomes the node "naive".
+    PolicyTuneResult greedy_rollout(const Program &start) {
+        RolloutHooks hooks;
+        hooks.before_measurement = [this] { bound_next_measurement(); };
+        hooks.after_measurement = [&](int step, double gflops) {
+            if (step == 0)
+                add(start, {}, gflops, 1, "naive");
+            else
+                best_gflops_ = std::max(best_gflops_, gflops);
+        };
+        return tune_with_policy(policy_, env_, start, hooks);
+    }
+
+    /// `win`, or when its actions do not apply to `whole` (an unroll of the batch loop, longer
+    /// there), the best measured state whose actions do (the naive nest's always do); `out`
+    /// gets its actions applied to `whole`.
+    const Node &transfer(const Node &win, const Program &whole, Program &out) const {
+        std::vector<const Node *> order;
+        for (const Node &n : nodes_) order.push_back(&n);
+        std::stable_sort(order.begin(), order.end(),
+                         [](const Node *a, const Node *b) { return a->gflops > b->gflops; });
+        order.insert(order.begin(), &win);
+        for (const Node *n : order) {
+            Program p = whole;
+            bool ok = true;
+            for (size_t i = 0; ok && i < n->path.size(); ++i) {
+                ok = looptool::is_legal(p, n->path[i]);
+                if (ok) p = looptool::apply(p, n->path[i]);
+            }
+            if (ok) {
+                out = std::move(p);
+                return *n;
+            }
+        }
+        throw looptool::Error("guided search: no state applies to the whole computation");
+    }
+
+    /// The search from `start`; with `whole`, `start` is a part of it (conv_batch_slice(),
+    /// conv_row_band()) and the result is the best state's actions applied to `whole`;
+    /// `row_band`: `start` is a band of rows (tune_seeds()' row_band).
+    GuidedResult run(const Program &start, const Program *whole = nullptr, bool row_band = false) {
+        GuidedResult r;
+        const auto counters0 = env_.counters();
+        const int64_t prefix0 = env_.prefix_measurements();
+        r.max_steps = limit_;
+        const bool naive_start =
+            looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
+        const std::vector<TuneSeed> seeds =
+            !config_.greedy && config_.tile_seeds && naive_start
+                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band)
+                : std::vector<TuneSeed>{};
+        // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
+        // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
+        // the budget measuring slow states (mm1000_17_300: 0.72 s for 9 schedules; 128x768x768:
+        // 1.6 s, and the blocked seeds, last in the list, were never reached after it).
+        // The seeds first: the first one is measured without a bound (there is no best yet;
+        // a seed is a fast kernel, the naive nest of a large shape is not), every later
+        // measurement within a bound from the best so far.
+        for (size_t i = 0; i < seeds.size(); ++i) {
+            if (i == 0) {
+                Program t = start;
+                for (Action a : seeds[0].actions) t = looptool::apply(t, a);
+                bound_next_measurement();
+                env_.reset(t);  // the benchmark's buffers, and the seed's measurement
+                seed_nodes_.push_back(add(t, seeds[0].actions, env_.gflops(), 0, seeds[0].name));
+            } else {
+                add_seed(start, seeds[i]);
+            }
+        }
+        r.greedy = greedy_rollout(start);
+        r.base_gflops = r.greedy.base_gflops;
+        r.base_cut_short = env_.cut_short(start);
+        // The greedy rollout's states (the start's branch 0 is that rollout): each continues
+        // the rollout, so only the last one may continue with a fresh rollout.
+        Program p = start;
+        for (size_t i = 0; i < r.greedy.actions.size(); ++i) {
+            p = looptool::apply(p, r.greedy.actions[i]);
+            add(p, {r.greedy.actions.begin(), r.greedy.actions.begin() + long(i) + 1},
+                r.greedy.step_gflops[i], i + 1 == r.greedy.actions.size() ? 0 : 1, "greedy");
+        }
+        if (!config_.greedy) {
+            while (!out_of_time()) {
+                Node *n = next_to_expand();
+                if (!n) break;
+                const int branch = n->next_branch++;
+                rollout(size_t(n - nodes_.data()), branch);
+            }
+        }
+        // The best measured state (on a tie the earliest), or the best finalist.
+        const Node *best = &nodes_.front();
+        for (const Node &n : nodes_)
+            if (n.gflops > best->gflops) best = &n;
+        // (--greedy is the greedy rollout alone: its best, as measured.)
+        if (config_.bounded_measurements && !config_.greedy) best = &nodes_[final_choice(r)];
+        if (whole)
+            best = &transfer(*best, *whole, r.best);
+        else
+            r.best = best->program;
+        r.best_gflops = best->gflops;
+        r.call_seconds = best->gflops > 0 ? flops_ / (best->gflops * 1e9) : 0;
+        r.actions = best->path;
+        r.found_by = best->origin;
+        for (size_t i : seed_nodes_) r.seed_gflops.emplace_back(nodes_[i].origin, nodes_[i].gflops);
+        r.rollouts = rollouts_;
+        r.prefix_measurements = env_.prefix_measurements() - prefix0;
+        r.schedules = env_.counters().compiles + env_.counters().store_hits - counters0.compiles -
+                      counters0.store_hits;
+        r.seconds = elapsed();
+        return r;
+    }
+
+    /// Puts the environment back on its configured protocol (and drops what was cut short
+    /// from its cache), however the search ends.
+    ~Search() {
+        if (config_.bounded_measurements) env_.reset_measure_options();
+    }
+
+private:
+    const Policy &policy_;
+    Environment &env_;
+    const GuidedConfig &config_;
+    const int limit_;
+    const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+    std::vector<Node> nodes_;
+    std::unordered_map<std::string, size_t> index_;
+    std::vector<size_t> seed_nodes_;  // the seeds' nodes
+    int rollouts_ = 0;
+    const double flops_;
+    double best_gflops_ = 0;  // the best measured so far, bounds the next measurement
+};
+
+}  // namespace
+
+GuidedResult guided_search(const Policy &policy, Environment &env, const Program &start,
+                           const GuidedConfig &config) {
+    if (!(config.budget_s > 0) || !std::isfinite(config.budget_s))
+        throw looptool::Error(
+            fmt::format("the budget must be positive and finite (got {})", config.budget_s));
+    if (!(config.robust_margin >= 0 && config.robust_margin < 1))
+        throw looptool::Error(
+            fmt::format("the robust margin must be in [0, 1) (got {})", config.robust_margin));
+    if (config.branches < 1)
+        throw looptool::Error(
+            fmt::format("the branch count must be at least 1 (got {})", config.branches));
+    const int episode = env.config().max_steps;
+    if (config.max_steps != 0 && config.max_steps < episode)
+        throw looptool::Error(
+            fmt::format("the step limit must be 0 (automatic) or at least the policy's episode "
+                        "length {} (got {})",
+                        episode, config.max_steps));
+    auto limit = [&](const looptool::Computation &c) {
+        return config.max_steps > 0 ? config.max_steps : guided_step_limit(c, episode);
+    };
+    const bool naive_start =
+        looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
+    // One image would not do: a batch loop that runs once lets `pack` copy block by block where
+    // the whole batch's copies the whole tensor, so the same actions would do other things.
+    if (config.batch_slice < 0 || config.batch_slice == 1)
+        throw looptool::Error(fmt::format(
+            "the batch slice must be 0 (none) or at least 2 images (got {})", config.batch_slice));
+    if (!(config.band_gflops >= 0) || !std::isfinite(config.band_gflops))
+        throw looptool::Error(fmt::format(
+            "the band's GFLOPs must be 0 (no band) or positive (got {})", config.band_gflops));
+    if (!(config.prefix_gflops >= 0) || !std::isfinite(config.prefix_gflops))
+        throw looptool::Error(
+            fmt::format("the prefix's GFLOPs must be 0 (whole kernels) or positive (got {})",
+                        config.prefix_gflops));
+    // The computation searched: the whole one, or a conv's slice of images and band of rows.
+    const auto slice = config.batch_slice > 0 && naive_start
+                           ? conv_batch_slice(*start.comp, config.batch_slice)
+                           : std::nullopt;
+    const int64_t rows =
+        config.band_gflops > 0 && naive_start
+            ? conv_band_rows(slice ? *slice : *start.comp, config.band_gflops * 1e9)
+            : 0;
+    const auto part = rows > 0 ? conv_row_band(slice ? *slice : *start.comp, rows) : slice;
+    if (part) {
+        const auto sc = std::make_shared<const looptool::Computation>(*part);
+        const ConvShape whole = *conv_shape(*start.comp);
+        GuidedResult r =
+            Search(policy, env, config, limit(*sc), sc->flops())
+                .run(Program::naive(sc), &start, rows > 0 && band_hides_row_sweeps(whole));
+        if (slice) {
+            r.slice_images = config.batch_slice;
+            r.batch = whole.batch;
+        }
+        if (rows > 0) {
+            r.band_rows = rows;
+            r.rows = whole.ho;
+        }
+        return r;
+    }
+    return Search(policy, env, config, limit(*start.comp), start.comp->flops()).run(start);
+}
+
+}  // namespace looptune
