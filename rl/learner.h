@@ -145,7 +145,6 @@ private:
     size_t next_ = 0;
 };
 
-
 }  // namespace looptune
 
 namespace looptune {

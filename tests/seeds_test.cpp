@@ -24,8 +24,7 @@ const ActionSpace &full() {
 
 std::vector<std::string> seed_names(const Computation &c, bool row_band = false) {
     std::vector<std::string> names;
-    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, full(), row_band))
-        names.push_back(s.name);
+    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, full(), row_band)) names.push_back(s.name);
     return names;
 }
 
@@ -51,8 +50,7 @@ std::optional<MatmulShape> shape_for(const MatmulSeedRule &rule) {
         try {
             tile_actions(make_matmul(s.m, s.n, s.k), rule.schedule(s));
             return s;
-        } catch (const Error &) {
-        }
+        } catch (const Error &) {}
     }
     return std::nullopt;
 }
@@ -79,7 +77,8 @@ TEST(Seeds, EveryMatmulSeedComesFromARuleThatApplies) {
         for (const MatmulSeedRule &rule : matmul_seed_rules())
             if (rule.applies(s)) from_rules.push_back("tile " + rule.schedule(s).name());
         for (const std::string &name : seed_names(make_matmul(s.m, s.n, s.k)))
-            EXPECT_TRUE(contains(from_rules, name)) << name << " on " << s.m << "x" << s.n << "x" << s.k;
+            EXPECT_TRUE(contains(from_rules, name))
+                << name << " on " << s.m << "x" << s.n << "x" << s.k;
     }
 }
 
