@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "cli/commands.h"
@@ -8,8 +9,36 @@
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
+#include "util/stats.h"
 
 namespace looptool::cli {
+
+namespace {
+
+/// What the policy added to the best seed, said only where the judged rounds show it.
+std::string seed_attribution(const looptune::GuidedResult &r) {
+    if (r.same_as_seed)
+        return fmt::format(
+            "the chosen kernel is the best seed's ({}, {:.1f} GFLOPS): the policy's "
+            "actions after it change no loop",
+            r.best_seed, r.best_seed_gflops);
+    const auto [seed_lo, seed_hi] = std::minmax_element(r.seed_rounds.begin(), r.seed_rounds.end());
+    const auto [best_lo, best_hi] = std::minmax_element(r.best_rounds.begin(), r.best_rounds.end());
+    const std::string rounds =
+        fmt::format("{} alternating rounds: seed {:.1f}-{:.1f}, chosen {:.1f}-{:.1f} GFLOPS",
+                    r.seed_rounds.size(), *seed_lo, *seed_hi, *best_lo, *best_hi);
+    if (*best_lo > *seed_hi)
+        return fmt::format(
+            "best seed {} {:.1f} GFLOPS: the policy added {:+.1f}% ({})", r.best_seed,
+            r.best_seed_gflops,
+            100 * (looptune::median(r.best_rounds) / looptune::median(r.seed_rounds) - 1), rounds);
+    return fmt::format(
+        "best seed {} {:.1f} GFLOPS: the chosen kernel is within the rounds' spread "
+        "of it ({})",
+        r.best_seed, r.best_seed_gflops, rounds);
+}
+
+}  // namespace
 
 Run add_tune(CLI::App &app) {
     auto *cmd = app.add_subcommand(
@@ -127,6 +156,9 @@ Run add_tune(CLI::App &app) {
                                        {"best_seed", r.best_seed},
                                        {"best_seed_gflops", r.best_seed_gflops},
                                        {"best_seed_actions", seed},
+                                       {"same_as_seed", r.same_as_seed},
+                                       {"seed_rounds", r.seed_rounds},
+                                       {"best_rounds", r.best_rounds},
                                        {"seeds", seeds},
                                        {"greedy_gflops", g.best_gflops},
                                        {"greedy_actions", rollout},
@@ -175,10 +207,7 @@ Run add_tune(CLI::App &app) {
                             "  passed over a kernel measured at {:.1f} GFLOPS: it reads again "
                             "from beyond L2 in short runs (slow while other cores use the L3)\n",
                             r.passed_over_gflops);
-                    if (!r.best_seed.empty())
-                        fmt::print("  best seed {} {:.1f} GFLOPS: the policy added {:+.1f}%\n",
-                                   r.best_seed, r.best_seed_gflops,
-                                   100 * (r.best_gflops / r.best_seed_gflops - 1));
+                    if (!r.best_seed.empty()) fmt::print("  {}\n", seed_attribution(r));
                     if (r.slice_images > 0)
                         fmt::print(
                             "  searched on {} of its {} images (--batch-slice): every figure "

@@ -64,7 +64,8 @@ TEST(GuidedSearch, FindsAVerifiedScheduleNoWorseThanTheGreedyRollout) {
         EXPECT_GT(r.best_gflops, r.base_gflops);
         // The winner's figure is a finalist's, measured again with the full protocol.
         EXPECT_FALSE(env.cut_short(r.best));
-        EXPECT_EQ(env.evaluate(r.best), r.best_gflops);
+        EXPECT_EQ(env.evaluate(r.best),
+                  r.best_rounds.empty() ? r.best_gflops : r.best_rounds.back());
         EXPECT_GT(r.rollouts, 0);  // it searched beyond the greedy rollout
         EXPECT_FALSE(r.found_by.empty());
         // The best seed was measured again beside the finalists: the winner is at least as good.
@@ -386,6 +387,39 @@ TEST(GuidedSearch, TheFastestIsPassedOverForAKernelWithinTheMarginThatDoesNotDep
     EXPECT_EQ(prefer_robust(gflops, {false, false, true, false}, 0.05), 0u);
     EXPECT_EQ(prefer_robust(gflops, {true, false, true, false}, 0), 0u);
     EXPECT_THROW(prefer_robust({}, {}, 0.05), Error);
+}
+
+TEST(GuidedSearch, TheChoiceIsNeverSlowerThanTheStart) {
+    // The start (index 0) fastest and dependent on the shared cache: prefer_robust() alone would
+    // take the 96 GFLOPS kernel within its margin.
+    const std::vector<double> gflops{100, 96, 90};
+    EXPECT_EQ(prefer_robust(gflops, {true, false, false}, 0.05), 1u);
+    EXPECT_EQ(choose_final(gflops, {true, false, false}, 0, 0.05), 0u);
+    // Otherwise the same pick as prefer_robust().
+    EXPECT_EQ(choose_final(gflops, {true, false, false}, 2, 0.05), 1u);
+    EXPECT_EQ(choose_final(gflops, {false, false, false}, 1, 0.05), 0u);
+}
+
+TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
+    // A naive nest whose calls (tens of ms) are far past the bound set by the seeds' calls:
+    // the search cuts its measurement short, the finals measure it in full.
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(256, 256, 512);
+    GuidedConfig c;
+    c.budget_s = 0.5;
+    const GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_FALSE(r.base_cut_short);
+    env.reset_measure_options();
+    const double full = env.measure_again(start);
+    EXPECT_GT(r.base_gflops, full / 1.5);
+    EXPECT_LT(r.base_gflops, full * 1.5);
+    EXPECT_GE(r.best_gflops, r.base_gflops);
+    // The best seed judged beside the chosen kernel in alternating rounds, unless it is it.
+    if (!r.same_as_seed) {
+        EXPECT_EQ(r.seed_rounds.size(), size_t(kJudgeRounds));
+        EXPECT_EQ(r.best_rounds.size(), size_t(kJudgeRounds));
+        EXPECT_EQ(r.best_rounds.front(), r.best_gflops);
+    }
 }
 
 TEST(GuidedSearchCli, TuneTakesABudgetOrGreedyAndRefusesBadOnes) {

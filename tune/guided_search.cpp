@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
 #include "search/tile_schedules.h"
+#include "util/stats.h"
 
 namespace looptune {
 
@@ -56,6 +58,12 @@ size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> 
             (pick == fastest || gflops[i] > gflops[pick]))
             pick = i;
     return pick;
+}
+
+size_t choose_final(const std::vector<double> &gflops, const std::vector<bool> &fragile,
+                    size_t start, double margin) {
+    const size_t pick = prefer_robust(gflops, fragile, margin);
+    return gflops[pick] < gflops.at(start) ? start : pick;
 }
 
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least) {
@@ -138,89 +146,147 @@ public:
         return fewer_long_calls(env_.config().measure, best_call_s(), kFinalCalls);
     }
 
-    /// The best few distinct schedules, and the greedy rollout's best (so the result is never
-    /// below it on the same figures), measured again with the configured protocol: a bounded
-    /// measurement of 3-4 calls ranked a kernel above one that the full protocol puts 5-20%
-    /// ahead (docs/performance.md, section n). Returns the index of the winner.
-    size_t final_choice(GuidedResult &r) {
+    /// The finalists: the best few distinct schedules, the best seed (what the policy added to
+    /// the seeds is then on the same protocol), the greedy rollout's best (so the result is
+    /// never below it), the start (so it is never below the start either, and its figure is a
+    /// full measurement), and the best that does not depend on the shared cache when every other
+    /// one does.
+    struct Finals {
+        std::vector<size_t> nodes;
+        std::vector<std::string> keys;
+        void take(const std::vector<Node> &all, size_t i) {
+            const std::string key = looptool::schedule_key(all[i].program);
+            if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
+            keys.push_back(key);
+            nodes.push_back(i);
+        }
+        /// The finalist with this node's schedule, or -1.
+        long find(const std::vector<Node> &all, size_t i) const {
+            const auto f =
+                std::find(keys.begin(), keys.end(), looptool::schedule_key(all[i].program));
+            return f == keys.end() ? -1 : long(f - keys.begin());
+        }
+    };
+
+    Finals pick_finals(const GuidedResult &r) const {
         std::vector<size_t> order(nodes_.size());
         std::iota(order.begin(), order.end(), 0);
         std::stable_sort(order.begin(), order.end(),
                          [&](size_t a, size_t b) { return nodes_[a].gflops > nodes_[b].gflops; });
-        std::vector<size_t> finals;
-        std::vector<std::string> keys;
-        auto take = [&](size_t i) {
-            const std::string key = looptool::schedule_key(nodes_[i].program);
-            if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
-            keys.push_back(key);
-            finals.push_back(i);
-        };
+        Finals f;
         for (size_t i : order)
-            if (finals.size() < size_t(kFinalists)) take(i);
-        // The best seed too, so what the policy added to the seeds is on the same protocol.
-        size_t best_seed = seed_nodes_.empty() ? 0 : seed_nodes_.front();
-        for (size_t i : seed_nodes_)
-            if (nodes_[i].gflops > nodes_[best_seed].gflops) best_seed = i;
-        if (!seed_nodes_.empty()) take(best_seed);
+            if (f.nodes.size() < size_t(kFinalists)) f.take(nodes_, i);
+        if (const auto s = best_seed_node()) f.take(nodes_, *s);
         // The greedy rollout's best, found by its schedule (a seed may have reached it first).
         // When the rollout never improved on the start there is nothing to keep it above.
         const std::string greedy_key = looptool::schedule_key(r.greedy.best);
         if (!r.greedy.best_actions.empty())
             for (size_t i = 0; i < nodes_.size(); ++i)
                 if (looptool::schedule_key(nodes_[i].program) == greedy_key) {
-                    take(i);
+                    f.take(nodes_, i);
                     break;
                 }
-        // When every finalist depends on the shared cache, the best state that does not.
+        f.take(nodes_, start_node_);
         auto fragile = [&](size_t i) { return depends_on_shared_cache(nodes_[i].program); };
-        if (std::all_of(finals.begin(), finals.end(), fragile))
+        if (std::all_of(f.nodes.begin(), f.nodes.end(), fragile))
             for (size_t i : order)
                 if (!fragile(i)) {
-                    take(i);
+                    f.take(nodes_, i);
                     break;
                 }
-        // A finalist the search's bound cut short at under half the best cannot win: it keeps
-        // its figure (then an upper bound), as measuring it in full would take up to the 1 s cap
-        // (the greedy rollout's best on a conv: 1-3 GFLOPS against 150+, 0.4-0.9 s a layer).
-        const double top = nodes_[finals.front()].gflops;
-        std::vector<bool> again(finals.size());
-        for (size_t f = 0; f < finals.size(); ++f)
-            again[f] =
-                !(env_.cut_short(nodes_[finals[f]].program) && 2 * nodes_[finals[f]].gflops < top);
+        return f;
+    }
+
+    /// The seed measured fastest by the search, if any seed was measured.
+    std::optional<size_t> best_seed_node() const {
+        if (seed_nodes_.empty()) return std::nullopt;
+        size_t best = seed_nodes_.front();
+        for (size_t i : seed_nodes_)
+            if (nodes_[i].gflops > nodes_[best].gflops) best = i;
+        return best;
+    }
+
+    /// The finalists measured again with the configured protocol (a bounded measurement of
+    /// 3-4 calls can rank a kernel above one the full protocol puts 5-20% ahead). A finalist the
+    /// search's bound cut short at under half the best cannot win and keeps its figure (0 in
+    /// the returned list); the start is always measured in full, its figure being reported.
+    std::vector<double> measure_finals(const Finals &f, GuidedResult &r) {
+        const double top = nodes_[f.nodes.front()].gflops;
         env_.reset_measure_options();
         // (With fewer calls than configured the figures are not the store's to keep.)
         const looptool::MeasureOptions fin = finals_options();
         if (fin.min_runs != env_.measure_options().min_runs) env_.set_measure_options(fin);
         env_.set_prefix_flops(final_prefix_flops(), 0.5);
-        std::vector<double> gflops(finals.size());
-        std::vector<bool> fragile_finals(finals.size());
-        for (size_t f = 0; f < finals.size(); ++f) {
-            Node &n = nodes_[finals[f]];
-            if (again[f]) n.gflops = env_.measure_again(n.program);
-            if (again[f] && keys[f] == greedy_key) r.greedy.best_gflops = n.gflops;
-            gflops[f] = again[f] ? n.gflops : 0;  // (cut short: cannot win)
-            fragile_finals[f] = fragile(finals[f]);
+        const std::string greedy_key = looptool::schedule_key(r.greedy.best),
+                          start_key = looptool::schedule_key(nodes_[start_node_].program);
+        std::vector<double> gflops(f.nodes.size());
+        for (size_t k = 0; k < f.nodes.size(); ++k) {
+            Node &n = nodes_[f.nodes[k]];
+            if (f.keys[k] == start_key) {
+                n.gflops = nodes_[start_node_].gflops = measure_start(n.program, fin);
+            } else if (!(env_.cut_short(n.program) && 2 * n.gflops < top)) {
+                n.gflops = env_.measure_again(n.program);
+            } else {
+                continue;
+            }
+            if (f.keys[k] == greedy_key) r.greedy.best_gflops = n.gflops;
+            gflops[k] = n.gflops;
         }
+        return gflops;
+    }
+
+    /// The start measured in full (its calls may be far longer than the finalists'): the
+    /// configured protocol with fewer calls when one is long, and uncut when they would not fit
+    /// the time cap.
+    double measure_start(const Program &start, const looptool::MeasureOptions &fin) {
+        const double g = nodes_[start_node_].gflops;
+        const double call_s = g > 0 ? flops_ / (g * 1e9) : 0;
+        looptool::MeasureOptions o = fewer_long_calls(env_.config().measure, call_s, 1);
+        if (call_s * double(o.warmup + o.min_runs) > 0.5 * o.time_cap_s)
+            o = looptool::uncut_options(o);
+        env_.set_measure_options(o);
+        const double measured = env_.measure_again(start);
+        env_.set_measure_options(fin);
+        return measured;
+    }
+
+    /// The best seed and the chosen kernel in kJudgeRounds alternating rounds (the finals'
+    /// figures being the first): a difference smaller than the rounds' spread is not what the
+    /// policy added.
+    void judge_against_seed(const Finals &f, size_t win, GuidedResult &r) {
+        const auto s = best_seed_node();
+        if (!s || f.find(nodes_, *s) < 0) return;
+        r.best_seed = nodes_[*s].origin;
+        r.best_seed_actions = nodes_[*s].path;
+        r.same_as_seed = looptool::schedule_key(nodes_[*s].program) ==
+                         looptool::schedule_key(nodes_[win].program);
+        r.best_seed_gflops = r.same_as_seed ? nodes_[win].gflops : nodes_[*s].gflops;
+        if (r.same_as_seed) return;
+        r.seed_rounds = {nodes_[*s].gflops};
+        r.best_rounds = {nodes_[win].gflops};
+        for (int round = 1; round < kJudgeRounds; ++round) {
+            r.seed_rounds.push_back(env_.measure_again(nodes_[*s].program));
+            r.best_rounds.push_back(env_.measure_again(nodes_[win].program));
+        }
+    }
+
+    /// The finalists measured again; the fastest (but for the robust margin, and never below
+    /// the start); the best seed judged beside it. Returns the index of the winner.
+    size_t final_choice(GuidedResult &r) {
+        const Finals f = pick_finals(r);
+        const std::vector<double> gflops = measure_finals(f, r);
+        std::vector<bool> fragile(f.nodes.size());
+        for (size_t k = 0; k < f.nodes.size(); ++k)
+            fragile[k] = depends_on_shared_cache(nodes_[f.nodes[k]].program);
         const size_t fastest =
             size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
-        const size_t chosen = prefer_robust(gflops, fragile_finals, config_.robust_margin);
+        const size_t chosen = choose_final(gflops, fragile, size_t(f.find(nodes_, start_node_)),
+                                           config_.robust_margin);
         if (chosen != fastest) r.passed_over_gflops = gflops[fastest];
-        const size_t win = finals[chosen];
-        // The best seed among those measured again (the best one by the search's figures is):
-        // the full protocol may rank another seed finalist above it.
-        // (A finalist is found by its schedule: another node may have reached a seed's first.)
-        for (size_t i : seed_nodes_) {
-            const auto f =
-                std::find(keys.begin(), keys.end(), looptool::schedule_key(nodes_[i].program));
-            if (f == keys.end()) continue;
-            const double g = nodes_[finals[size_t(f - keys.begin())]].gflops;
-            if (g > r.best_seed_gflops) {
-                r.best_seed_gflops = g;
-                r.best_seed = nodes_[i].origin;
-                r.best_seed_actions = nodes_[i].path;
-            }
-        }
-        return win;
+        r.base_gflops = nodes_[start_node_].gflops;
+        r.base_cut_short = env_.cut_short(nodes_[start_node_].program);
+        judge_against_seed(f, f.nodes[chosen], r);
+        return f.nodes[chosen];
     }
 
     /// Before each measurement: the search's protocol (bounded_options()) from the best so far.
@@ -298,7 +364,7 @@ public:
         hooks.before_measurement = [this] { bound_next_measurement(); };
         hooks.after_measurement = [&](int step, double gflops) {
             if (step == 0)
-                add(start, {}, gflops, 1, "naive");
+                start_node_ = add(start, {}, gflops, 1, "naive");
             else
                 best_gflops_ = std::max(best_gflops_, gflops);
         };
@@ -418,6 +484,7 @@ private:
     std::vector<Node> nodes_;
     std::unordered_map<std::string, size_t> index_;
     std::vector<size_t> seed_nodes_;  // the seeds' nodes
+    size_t start_node_ = 0;           // the start's node
     int rollouts_ = 0;
     const double flops_;
     double best_gflops_ = 0;  // the best measured so far, bounds the next measurement

@@ -94,12 +94,15 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least);
 /// Timed calls of a finalist at least (fewer_long_calls()): its figure is a median of three.
 inline constexpr int kFinalCalls = 3;
+/// Rounds in which the chosen kernel and the best seed are measured alternately.
+inline constexpr int kJudgeRounds = 3;
 
 struct GuidedResult {
     looptool::Program best;
     double base_gflops = 0, best_gflops = 0;
-    /// The naive nest's measurement was cut short by the search's bound (bounded_options()):
-    /// base_gflops then comes from the calls that fit, or is an upper bound.
+    /// The start's measurement was cut short (by the search's bound with --greedy or
+    /// --full-measurements; else it is measured in full with the finalists): base_gflops then
+    /// comes from the calls that fit, or is an upper bound.
     bool base_cut_short = false;
     std::vector<looptool::Action> actions;  ///< from the start to `best`
     std::string found_by;                   ///< "greedy", "tile 8x32 mn", "rollout", ...
@@ -107,11 +110,16 @@ struct GuidedResult {
     /// does not depend on the shared cache (prefer_robust()); 0 otherwise.
     double passed_over_gflops = 0;
     /// The best seed (empty: none were measured) and its GFLOPS, measured again with the
-    /// configured protocol beside the finalists: best_gflops / best_seed_gflops is what the
-    /// policy added to the seeds (the demonstrations' schedules).
+    /// configured protocol beside the finalists, then judged beside the chosen kernel in
+    /// kJudgeRounds alternating rounds: what the policy added to the seeds (the demonstrations'
+    /// schedules) is the ratio of the rounds' medians, where it exceeds their spread.
     std::string best_seed;
     double best_seed_gflops = 0;
     std::vector<looptool::Action> best_seed_actions;  ///< from the start to the best seed
+    /// The chosen kernel is the best seed's (the actions after it only move the cursor).
+    bool same_as_seed = false;
+    /// The judged rounds, in order (the first: the finals' figures); empty when same_as_seed.
+    std::vector<double> seed_rounds, best_rounds;
     /// Every seed measured, in order, with the search's last figure for it: a bounded
     /// measurement, or for a finalist the full protocol's (docs/training.md).
     std::vector<std::pair<std::string, double>> seed_gflops;
@@ -166,6 +174,10 @@ bool depends_on_shared_cache(const looptool::Program &p);
 /// (docs/performance.md (z)); GuidedConfig::robust_margin is 10%.
 size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
                      double margin);
+/// The finalist tune returns: prefer_robust()'s pick, or the start (index `start`) when that
+/// pick measured slower than it, so tune never returns a kernel slower than its start.
+size_t choose_final(const std::vector<double> &gflops, const std::vector<bool> &fragile,
+                    size_t start, double margin);
 
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.
