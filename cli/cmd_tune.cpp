@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
@@ -14,6 +15,63 @@
 namespace looptool::cli {
 
 namespace {
+
+/// The numbers of a shape option ("64,128,256"): `count` positive extents, or `count` plus
+/// the optional ones; throws Error naming the option otherwise.
+std::vector<int64_t> shape_numbers(const std::string &option, const std::string &text, size_t count,
+                                   size_t optional = 0) {
+    std::vector<int64_t> out;
+    for (const std::string &item : split_list(text)) {
+        size_t used = 0;
+        int64_t v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception &) {
+            used = 0;
+        }
+        if (used != item.size() || v < 1 || v > kMaxExtent)
+            throw Error(fmt::format("{} {}: '{}' is not an extent in [1, {}]", option, text, item,
+                                    kMaxExtent));
+        out.push_back(v);
+    }
+    if (out.size() < count || out.size() > count + optional)
+        throw Error(fmt::format("{} {}: expected {} numbers{}, got {}", option, text, count,
+                                optional ? fmt::format(" (or up to {})", count + optional) : "",
+                                out.size()));
+    return out;
+}
+
+/// What to tune: a benchmark file, or a computation given by its shape.
+struct Target {
+    std::string label;
+    std::function<Program()> load;
+};
+
+std::vector<Target> targets(const std::vector<std::string> &benches,
+                            const std::vector<std::string> &matmuls,
+                            const std::vector<std::string> &convs) {
+    std::vector<Target> out;
+    for (const std::string &b : benches)
+        out.push_back({b, [b] { return Program::naive(load_program_file(b).comp); }});
+    for (const std::string &s : matmuls) {
+        const auto d = shape_numbers("--matmul", s, 3);
+        out.push_back({s, [d] {
+                           return Program::naive(
+                               std::make_shared<const Computation>(make_matmul(d[0], d[1], d[2])));
+                       }});
+    }
+    for (const std::string &s : convs) {
+        const auto d = shape_numbers("--conv", s, 7, 2);
+        if ((d.size() > 7 && d[7] != 1) || (d.size() > 8 && d[8] != 0))
+            throw Error(fmt::format("--conv {}: only stride 1 and no padding can be expressed", s));
+        out.push_back({s, [d] {
+                           return Program::naive(std::make_shared<const Computation>(
+                               make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
+                       }});
+    }
+    if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul or --conv)");
+    return out;
+}
 
 /// What the policy added to the best seed, said only where the judged rounds show it.
 std::string seed_attribution(const looptune::GuidedResult &r) {
@@ -44,15 +102,21 @@ Run add_tune(CLI::App &app) {
     auto *cmd = app.add_subcommand(
         "tune", "Tune benchmarks with a trained policy guiding a small measured search");
     struct Opts {
-        std::vector<std::string> benches;
+        std::vector<std::string> benches, matmuls, convs;
         std::string policy, store;
         bool json = false, verify = false;
         int64_t max_memory = 0;
         looptune::GuidedConfig guided;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("--bench", o->benches, "Benchmark file (repeatable: one policy load for all)")
-        ->required();
+    cmd->add_option("--bench", o->benches, "Benchmark file (repeatable: one policy load for all)");
+    cmd->add_option(
+        "--matmul", o->matmuls,
+        "A matmul by its shape M,N,K (C = A B, A is M x K; repeatable), no file needed");
+    cmd->add_option("--conv", o->convs,
+                    "A conv2d by its shape N,CI,H,W,CO,KH,KW (images, input channels, input "
+                    "rows and columns, output channels, kernel rows and columns; stride 1, no "
+                    "padding; repeatable)");
     cmd->add_option("--policy", o->policy,
                     "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o->store, "SQLite measurement store");
@@ -102,6 +166,7 @@ Run add_tune(CLI::App &app) {
     add_max_memory_option(cmd, o->max_memory);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
+        const std::vector<Target> todo = targets(o->benches, o->matmuls, o->convs);
         // Loading LibTorch's shared libraries (~1.4 s at process start) is not part of this:
         // each benchmark's time runs from its file being read to its final measurement.
         auto t_load = std::chrono::steady_clock::now();
@@ -117,11 +182,12 @@ Run add_tune(CLI::App &app) {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
         nlohmann::json results = nlohmann::json::array();
         int failed = 0;
-        for (const std::string &bench : o->benches) {
+        for (const Target &target : todo) {
+            const std::string &bench = target.label;
             // Over several benchmarks, one that fails is reported and recorded and the run goes on.
             try {
                 const auto t0 = std::chrono::steady_clock::now();
-                Program start = Program::naive(load_program_file(bench).comp);
+                Program start = target.load();
                 const looptune::Environment::Counters before = env.counters();
                 looptune::GuidedResult r = looptune::guided_search(policy, env, start, o->guided);
                 const double elapsed =
@@ -179,7 +245,7 @@ Run add_tune(CLI::App &app) {
                                        {"policy_load_seconds", load_s},
                                        {"program", serialize(r.best)}});
                 } else {
-                    if (o->benches.size() == 1) fmt::print("{}", dump(r.best));
+                    if (todo.size() == 1) fmt::print("{}", dump(r.best));
                     fmt::print(
                         "{}: best {:.1f} GFLOPS ({:.1f}% of peak {:.0f}), {}{:.2f}x the naive "
                         "nest ({:.1f} GFLOPS{}), {} actions found by {}: {}\n",
@@ -225,7 +291,7 @@ Run add_tune(CLI::App &app) {
                             r.prefix_measurements);
                 }
             } catch (const std::exception &e) {
-                if (o->benches.size() == 1) throw;
+                if (todo.size() == 1) throw;
                 const std::string what = e.what(), first = what.substr(0, what.find('\n'));
                 const std::string why = first.rfind(bench, 0) == 0 ? first : bench + ": " + first;
                 ++failed;
@@ -241,7 +307,7 @@ Run add_tune(CLI::App &app) {
             print_json(results.size() == 1 ? results[0] : results);
         else
             fmt::print("policy {} (loaded in {:.3f} s)\n", path, load_s);
-        if (failed) fmt::print(stderr, "{} of {} benchmarks failed\n", failed, o->benches.size());
+        if (failed) fmt::print(stderr, "{} of {} benchmarks failed\n", failed, todo.size());
         return failed ? 2 : 0;  // 2: the run finished, some benchmarks failed
     };
 }

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <set>
 
@@ -419,6 +421,24 @@ TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
         EXPECT_EQ(r.seed_rounds.size(), size_t(kJudgeRounds));
         EXPECT_EQ(r.best_rounds.size(), size_t(kJudgeRounds));
         EXPECT_EQ(r.best_rounds.front(), r.best_gflops);
+    }
+}
+
+TEST(GuidedSearchCli, TuneTakesAShapeInsteadOfAFile) {
+    TempDir dir("guidedshape");
+    auto r =
+        tests::run_cli(dir, "tune --matmul 48,64,32 --conv 1,8,10,10,16,3,3 --budget-s 0.2 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), 2u) << r.out;
+    EXPECT_EQ(j[0]["benchmark"], "mm48_64_32");
+    EXPECT_GE(j[0]["gflops"].get<double>(), j[0]["base_gflops"].get<double>());
+    EXPECT_GT(j[1]["gflops"].get<double>(), 0);
+    for (const char *bad : {"--matmul 48,64", "--matmul 48,64,0", "--matmul 48,x,2",
+                            "--conv 1,8,10,10,16,3", "--conv 1,8,10,10,16,3,3,2", ""}) {
+        r = tests::run_cli(dir, std::string("tune ") + bad);
+        EXPECT_EQ(r.exit_code, 1) << bad;
+        EXPECT_NE(r.err.find("error:"), std::string::npos) << bad << ": " << r.err;
     }
 }
 
