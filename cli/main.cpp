@@ -99,6 +99,7 @@ int main(int argc, char **argv) {
     using namespace looptool::cli;
     restart_for_openblas(argc, argv);
     CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};
+    app.set_version_flag("--version", std::string("looptool ") + LOOPTUNE_VERSION);
     app.require_subcommand(1);
     std::map<std::string, Run> runs;
     for (const Command &c : kCommands) runs[c.name] = c.add(app);

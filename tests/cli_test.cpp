@@ -64,6 +64,14 @@ TEST(Cli, HappyPathGeneratesReadsAndVerifies) {
     EXPECT_NE(s.out.find("up skipped"), std::string::npos) << s.out;
 }
 
+TEST(Cli, VersionIsOneLineAndExitsZero) {
+    tests::TempDir dir("cli_version");
+    RunResult v = run_cli(dir, "--version");
+    ASSERT_EQ(v.exit_code, 0) << v.err;
+    EXPECT_TRUE(v.out.starts_with("looptool ")) << v.out;
+    EXPECT_EQ(std::count(v.out.begin(), v.out.end(), '\n'), 1) << v.out;
+}
+
 TEST(Cli, MissingFilesAndDirectories) {
     tests::TempDir dir("cli_files");
     fs::create_directory(dir.path / "adir");
