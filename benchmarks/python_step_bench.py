@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A Python `step` on a cached schedule against the C++ step, side by side (issue 16's target:
-the Python step adds <= 20 us).
+"""A Python `step` on a cached schedule against the C++ step, side by side (the binding should
+add no more than 20 us a step).
 
 Both sides alternate swap_down / swap_up on the first loop of the naive matmul (both schedules
 measured before timing, so every timed step is a cache hit), as env_step_bench's

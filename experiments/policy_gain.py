@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Where does the policy beat the best demonstration? (issue 14, item 6)
+"""Where does the policy beat the best demonstration?
 
 `tune` reports its winner and its best seed (a `tile` member or dot product: the
 demonstrations' schedules), both measured again at its end. That comparison picks the best of

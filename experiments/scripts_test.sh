@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
-# neighbour_keep.py on two small runs, and their errors. Usage: scripts_test.sh BUILD_DIR
+# neighbour_keep.py on two small runs, results.py on two small compare runs, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -80,6 +80,33 @@ if "$py" "$here/neighbour_keep.py" "$tmp/nowhere" > "$tmp/e3" 2>&1; then
     fail "neighbour_keep.py accepted a directory without runs"
 fi
 grep -q "no SHAPE_quiet.json" "$tmp/e3" && ! grep -q Traceback "$tmp/e3" || fail "$(cat "$tmp/e3")"
+
+# results.py on two compare runs of one CPU: geomeans, the parts of a split set, the lowest shape.
+mkdir -p "$tmp/res/a" "$tmp/res/b"
+cp "$tmp/results.csv" "$tmp/res/a/results.csv"
+printf 'set: two shapes\ncpu: CPU X\nbuild: abc\ncommand: looptool compare ...\n' > "$tmp/res/a/run.txt"
+cat > "$tmp/res/b/results.csv" <<'CSV'
+benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,judged_gflops,error
+mm2_3_5,policy,20,0,0,0.4,1,,,,
+mm2_3_5,onednn,2,0,0,0,0,,,,
+mm1024_1024_1024,policy,90,0,0,2.0,1,,,,
+mm1024_1024_1024,onednn,100,0,0,0,0,,,,
+CSV
+printf 'set: unlike\ncpu: CPU X\nbuild: abc\ncommand: c\nparts: primes, large\n' > "$tmp/res/b/run.txt"
+"$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res.md" > "$tmp/res.log" 2>&1 ||
+    fail "results.py: $(tail -1 "$tmp/res.log")"
+grep -q "^## CPU X$" "$tmp/res.md" &&
+    grep -q "^| two shapes | 2 | 1.000x | - | mmA 0.500, mmB 2.000 | 1 | 0.50 / 0.60 |$" "$tmp/res.md" &&
+    grep -q "^| unlike, all | 2 | 3.000x (0.900x without the 1 under 10,000 MACs) | " "$tmp/res.md" &&
+    grep -q "^| unlike: every side prime | 1 | 10.000x | - | mm2_3_5 10.000 | 0 | 0.40 / 0.40 |$" "$tmp/res.md" &&
+    grep -q "^| unlike: 2^30 multiply-adds or more | 1 | 0.900x | - | mm1024_1024_1024 0.900 | 0 | 2.00 / 2.00 |$" \
+    "$tmp/res.md" || fail "results.py: $(cat "$tmp/res.md")"
+rm "$tmp/res/a/run.txt"
+if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res2.md" > "$tmp/e4" 2>&1; then
+    fail "results.py accepted a run without run.txt"
+fi
+grep -q "run.txt: No such file" "$tmp/e4" && ! grep -q Traceback "$tmp/e4" && [ ! -e "$tmp/res2.md" ] ||
+    fail "$(cat "$tmp/e4")"
 
 # Errors: one line, a non-zero exit, no traceback.
 if "$py" "$here/compare_ratios.py" "$here/scripts_test.sh" > "$tmp/e0" 2>&1; then

@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Writes docs/results.md from the `looptool compare` runs kept in docs/results/.
+
+Each run is a folder holding compare's results.csv and a run.txt of `key: value` lines:
+`set` (what was tuned), `cpu` (the machine, named), `build` (the commit measured), `command`
+(how to run it again) and optionally `parts: primes, large` (report the matmuls whose every
+side is prime, and those of 2^30 multiply-adds or more, apart). `tune` is compare's `policy`
+method; its reference is oneDNN (`onednn`, or on conv2d `onednn-conv-best` and
+`onednn-conv-plain`) measured in the same run. Figures are compare's `gflops` column: the
+median of the judge's alternating rounds.
+
+    experiments/results.py [--results docs/results] [--out docs/results.md]
+"""
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+import sys
+import textwrap
+
+TINY_MACS = 10_000  # below this a library call's own overhead is most of its time
+LARGE_MACS = 1 << 30
+
+
+def fail(msg):
+    sys.exit(f"error: {msg}")
+
+
+def read_run(folder):
+    about = {}
+    path = os.path.join(folder, "run.txt")
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    key, sep, value = line.partition(":")
+                    if not sep:
+                        fail(f"{path}:{n}: expected `key: value`")
+                    about[key.strip()] = value.strip()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    for key in ("set", "cpu", "build", "command"):
+        if not about.get(key):
+            fail(f"{path}: no `{key}:` line")
+    rows = {}
+    path = os.path.join(folder, "results.csv")
+    try:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                rows.setdefault(r["benchmark"], {})[r["method"]] = r
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except KeyError:
+        fail(f"{path}: not compare's results.csv (no benchmark or method column)")
+    return about, rows
+
+
+def figure(row):
+    """GFLOPS of a measured row, or None for a failed or missing one."""
+    if row is None or row.get("error"):
+        return None
+    try:
+        g = float(row["gflops"])
+    except (KeyError, ValueError):
+        return None
+    return g if g > 0 else None
+
+
+def macs(name):
+    m = re.fullmatch(r"mm(\d+)_(\d+)_(\d+)", name)
+    return math.prod(int(x) for x in m.groups()) if m else None
+
+
+def is_prime(x):
+    return x >= 2 and all(x % d for d in range(2, math.isqrt(x) + 1))
+
+
+def part_of(name):
+    m = re.fullmatch(r"mm(\d+)_(\d+)_(\d+)", name)
+    if m and all(is_prime(int(x)) for x in m.groups()):
+        return "every side prime"
+    if macs(name) and macs(name) >= LARGE_MACS:
+        return "2^30 multiply-adds or more"
+    return "other"
+
+
+def ratios(rows, ref):
+    """(shape, tune / ref, tune's seconds) per shape where both were measured; failed shapes."""
+    out, failed = [], []
+    for shape, methods in sorted(rows.items()):
+        ours, theirs = figure(methods.get("policy")), figure(methods.get(ref))
+        if "policy" not in methods:
+            continue
+        if ours is None or theirs is None:
+            failed.append(shape)
+            continue
+        out.append((shape, ours / theirs, float(methods["policy"]["seconds"] or 0)))
+    return out, failed
+
+
+def geomean(xs):
+    return statistics.geometric_mean(xs) if xs else float("nan")
+
+
+def summary_row(label, rows, ref):
+    got, failed = ratios(rows, ref)
+    if not got:
+        fail(f"{label}: no shape with both `policy` and `{ref}` measured")
+    got.sort(key=lambda r: r[1])
+    secs = [s for *_, s in got]
+    cells = [f"{geomean([r for _, r, _ in got]):.3f}x"]
+    tiny = [r for shape, r, _ in got if (macs(shape) or TINY_MACS) < TINY_MACS]
+    rest = [r for shape, r, _ in got if (macs(shape) or TINY_MACS) >= TINY_MACS]
+    if tiny and rest:
+        cells[0] += f" ({geomean(rest):.3f}x without the {len(tiny)} under {TINY_MACS:,} MACs)"
+    greedy = [figure(m.get("policy-greedy")) / figure(m.get(ref))
+              for m in rows.values() if figure(m.get("policy-greedy")) and figure(m.get(ref))]
+    cells.append(f"{geomean(greedy):.3f}x" if greedy else "-")
+    cells.append(", ".join(f"{s} {r:.3f}" for s, r, _ in got[:2]))
+    cells.append(str(sum(r < 0.9 for _, r, _ in got)))
+    cells.append(f"{statistics.median(secs):.2f} / {max(secs):.2f}")
+    shapes = f"{len(got)}" + (f" ({len(failed)} failed)" if failed else "")
+    return f"| {label} | {shapes} | " + " | ".join(cells) + " |"
+
+
+def runs_of(results_dir):
+    try:
+        names = sorted(os.listdir(results_dir))
+    except OSError as e:
+        fail(f"{results_dir}: {e.strerror}")
+    folders = [os.path.join(results_dir, n) for n in names
+               if os.path.isfile(os.path.join(results_dir, n, "results.csv"))]
+    if not folders:
+        fail(f"{results_dir}: no compare run (a folder with results.csv)")
+    return folders
+
+
+def section(cpu, runs):
+    lines = [f"## {cpu}", "",
+             "| set | shapes | `tune` vs oneDNN, geomean | greedy rollout alone | lowest | "
+             "under 0.9x | tuning s median / max |", "|---|---|---|---|---|---|---|"]
+    notes = []
+    for folder, about, rows in runs:
+        conv = any(m.startswith("onednn-conv") for r in rows.values() for m in r)
+        refs = [("onednn-conv-best", "vs oneDNN's best layout"),
+                ("onednn-conv-plain", "vs oneDNN on our layout")] if conv else [("onednn", "")]
+        for ref, how in refs:
+            label = about["set"] + (f", {how}" if how else "")
+            if about.get("parts") and not conv:
+                lines.append(summary_row(label + ", all", rows, ref))
+                for part in ("every side prime", "2^30 multiply-adds or more"):
+                    sub = {s: m for s, m in rows.items() if part_of(s) == part}
+                    if sub:
+                        lines.append(summary_row(f"{about['set']}: {part}", sub, ref))
+            else:
+                lines.append(summary_row(label, rows, ref))
+        name = os.path.basename(folder)
+        notes.append(f"- `{name}/`: build {about['build']}; `{about['command']}`")
+    return lines + [""] + notes + [""]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="docs/results", help="folder of compare runs")
+    ap.add_argument("--out", default="docs/results.md")
+    a = ap.parse_args()
+    by_cpu = {}
+    for folder in runs_of(a.results):
+        about, rows = read_run(folder)
+        by_cpu.setdefault(about["cpu"], []).append((folder, about, rows))
+    intro = ("Generated by `experiments/results.py` from the `looptool compare` runs in "
+             "[results/](results/) (a folder per set and CPU, with its `run.txt`): regenerate, "
+             "do not edit. `tune` (docs/tune.md) against oneDNN 2.6 (`dnnl_sgemm`, or its "
+             "convolution), one thread, pinned, same run, every kernel verified; medians of "
+             "the judge's rounds. Greedy rollout alone: compare's `policy-greedy`. Tuning time "
+             "excludes process start and loading LibTorch (~1.4 s).")
+    text = ["# Results", "", textwrap.fill(intro, 100), ""]
+    for cpu, runs in by_cpu.items():
+        # Matmul sets first, then conv2d (whose reference is oneDNN's convolution).
+        runs.sort(key=lambda r: any(m.startswith("onednn-conv") for x in r[2].values() for m in x))
+        text += section(cpu, runs)
+    tmp = a.out + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write("\n".join(text).rstrip("\n") + "\n")
+        os.replace(tmp, a.out)
+    except OSError as e:
+        fail(f"{a.out}: {e.strerror}")
+    print(f"wrote {a.out}: {sum(len(r) for r in by_cpu.values())} runs on {len(by_cpu)} CPUs")
+
+
+if __name__ == "__main__":
+    main()
