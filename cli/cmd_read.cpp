@@ -6,6 +6,7 @@
 #include "env/graph_observation.h"
 #include "looptool/actions.h"
 #include "looptool/error.h"
+#include "looptool/reference_progress.h"
 #include "looptool/text_format.h"
 #include "looptool/verify.h"
 
@@ -172,7 +173,9 @@ Run add_read(CLI::App &app) {
         Comparison cmp;
         std::string how;
         if (small) {
+            const ReferenceProgressEnd progress(cfg.reference.progress);
             cmp = verify_schedule(final_program, 1, o->tolerance, cfg.reference);
+            progress.done();
             how = "interpreter";
         }
         if ((o->measure || !small) && cmp.ok) {

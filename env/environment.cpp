@@ -11,6 +11,7 @@
 #include "looptool/error.h"
 #include "looptool/memory.h"
 #include "looptool/prefix.h"
+#include "looptool/reference_progress.h"
 #include "looptool/text_format.h"
 
 namespace looptune {
@@ -212,7 +213,9 @@ void Environment::reset_measure_options() {
 
 void Environment::ensure_reference() {
     if (have_reference_) return;
+    const looptool::ReferenceProgressEnd progress(config_.reference.progress);
     reference_ = compute_reference(*program_.comp, buffers_, config_.reference);
+    progress.done();
     have_reference_ = true;
 }
 
