@@ -65,7 +65,7 @@ TEST(CliHostile, ValuesBeyondTheirTypeAndDisallowedCombinationsAreRefused) {
 
 TEST(CliHostile, MessagesSayWhatIsWrongInPlainWords) {
     tests::TempDir dir("cli_words");
-    RunResult g = run_cli(dir, "generate --dimA 8 --dimB 8,8 --out one");
+    RunResult g = run_cli(dir, "generate --dimA 8,8 --dimB 8,8 --out one");
     EXPECT_EQ(g.exit_code, 0) << g.err;
     EXPECT_NE(g.out.find("wrote 1 benchmark to one"), std::string::npos) << g.out;
     tests::write(dir, "twice.lt",
