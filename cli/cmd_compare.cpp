@@ -34,7 +34,9 @@ Run add_compare(CLI::App &app) {
     cmd->add_option("--steps", o->c.max_steps, "Actions per sequence")
         ->capture_default_str()
         ->check(at_least(1));
-    cmd->add_option("--seed", o->c.seed, "Random seed")->capture_default_str();
+    cmd->add_option("--seed", o->c.seed, "Random seed")
+        ->capture_default_str()
+        ->check(unsigned_int());
     cmd->add_option("--space", o->c.space,
                     "Action space: looptune, full or layout (full + flatten, pack)")
         ->capture_default_str();

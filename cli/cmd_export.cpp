@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "env/schedule_match.h"
 #include "looptool/actions/actions.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
@@ -57,11 +58,8 @@ Run add_export(CLI::App &app) {
                 applied.push_back(action_name(a));
             }
         } else if (!o->schedule.empty()) {
-            Program s = load_program_file(o->schedule);
-            if (!(s.computation() == bench.computation()))
-                throw Error(fmt::format("{}: its computation '{}' is not the one in {} ('{}')",
-                                        o->schedule, s.comp->name, o->bench, bench.comp->name));
-            p = s;
+            p = load_program_file(o->schedule);
+            looptune::check_schedule_of(bench, o->bench, p, o->schedule);
         } else if (o->tune) {
             const std::string path =
                 o->policy.empty() ? looptune::default_policy_path() : o->policy;

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "env/dataset.h"
 #include "looptool/gen/generate.h"
 #include "looptool/gen/random_shapes.h"
@@ -34,7 +35,9 @@ Run add_generate(CLI::App &app) {
         "Instead of ranges: N distinct seeded random shapes, 40% log-uniform over 1..4096 per "
         "dimension, 20% skinny (one side <= 16), 20% ragged (17..1023, no multiple of 8), 20% "
         "large (working set above L2); LoopTune's 25 test benchmarks are never drawn");
-    cmd->add_option("--seed", o->random.seed, "Seed of --random")->capture_default_str();
+    cmd->add_option("--seed", o->random.seed, "Seed of --random")
+        ->capture_default_str()
+        ->check(unsigned_int());
     cmd->add_option("--max-macs", o->random.max_macs, "--random: at most this many m*n*k")
         ->capture_default_str();
     cmd->add_option("--l2-bytes", o->random.l2_bytes,
@@ -79,7 +82,8 @@ Run add_generate(CLI::App &app) {
             if (!family.empty()) j["family"] = family;
             print_json(j);
         } else {
-            fmt::print("wrote {} benchmarks to {}\n", paths.size(), o->out);
+            fmt::print("wrote {} benchmark{} to {}\n", paths.size(), paths.size() == 1 ? "" : "s",
+                       o->out);
         }
         return 0;
     };

@@ -5,6 +5,7 @@
 #include "env/environment.h"
 #include "env/graph_observation.h"
 #include "looptool/actions/actions.h"
+#include "looptool/check/reference_progress.h"
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
@@ -172,7 +173,9 @@ Run add_read(CLI::App &app) {
         Comparison cmp;
         std::string how;
         if (small) {
+            const ReferenceProgressEnd progress(cfg.reference.progress);
             cmp = verify_schedule(final_program, 1, o->tolerance, cfg.reference);
+            progress.done();
             how = "interpreter";
         }
         if ((o->measure || !small) && cmp.ok) {

@@ -28,8 +28,9 @@ Run add_search(CLI::App &app) {
     std::string algos;
     for (const auto &a : looptune::search_table())
         algos += fmt::format("\n  {}: {}", a.name, a.help);
-    cmd->add_option("--bench", o->benches, "Benchmark file (repeatable)");
-    cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead");
+    auto *bench = cmd->add_option("--bench", o->benches, "Benchmark file (repeatable)");
+    cmd->add_option("--dataset", o->dataset, "Search every benchmark of a dataset split instead")
+        ->excludes(bench);
     cmd->add_option("--split", o->split, "With --dataset: train, test or all")
         ->capture_default_str();
     cmd->add_option("--limit", o->limit, "With --dataset: only the first N benchmarks (0: all)")
@@ -53,7 +54,8 @@ Run add_search(CLI::App &app) {
         ->capture_default_str()
         ->check(at_least(1));
     cmd->add_option("--seed", o->search.seed, "Random seed (random, genetic)")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(unsigned_int());
     cmd->add_option("--population", o->search.population, "genetic: population size")
         ->capture_default_str()
         ->check(at_least(2));

@@ -8,6 +8,23 @@
 
 namespace looptool::cli {
 
+// The train arguments parsed as `train` will parse them (with the --out the script adds), so
+// a typo fails here rather than in a job that waited in the queue. Nothing runs.
+static void check_train_args(const std::vector<std::string> &args, const std::string &run_dir) {
+    CLI::App parser;
+    add_train(parser);
+    std::vector<std::string> argv = {"looptool", "train"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--out", run_dir});
+    std::vector<const char *> ptrs;
+    for (const auto &a : argv) ptrs.push_back(a.c_str());
+    try {
+        parser.parse(int(ptrs.size()), ptrs.data());
+    } catch (const CLI::ParseError &e) {
+        throw Error(fmt::format("slurm-train: the train arguments: {}", e.what()));
+    }
+}
+
 Run add_slurm_train(CLI::App &app) {
     auto *cmd = app.add_subcommand(
         "slurm-train",
@@ -48,6 +65,7 @@ Run add_slurm_train(CLI::App &app) {
                 "slurm-train: no train arguments after '--' (e.g. -- --dataset DIR --trainer "
                 "apex)");
         std::string script = looptune::slurm::sbatch_script(c);
+        check_train_args(c.train_args, c.run_dir);
         if (o->dry_run) {
             if (o->json)
                 print_json({{"script_path", nullptr}, {"job_id", nullptr}, {"script", script}});

@@ -86,9 +86,12 @@ Run add_train(CLI::App &app) {
         ->check(non_negative());
     cmd->add_flag("--resume", c.resume,
                   "Continue from RUN_DIR/checkpoint.pt (fresh start when there is none)");
-    cmd->add_option("--seed", c.seed, "Seed (network, exploration, replay)")->capture_default_str();
+    cmd->add_option("--seed", c.seed, "Seed (network, exploration, replay)")
+        ->capture_default_str()
+        ->check(unsigned_int());
     cmd->add_option("--split-seed", c.split_seed, "Seed of the train/test split")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(unsigned_int());
     cmd->add_option("--warmstart", c.warmstart,
                     "Trace CSV from `looptool search --trace` to pre-train on");
     cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")
@@ -107,10 +110,11 @@ Run add_train(CLI::App &app) {
         ->capture_default_str()
         ->check(non_negative());
     cmd->add_option("--space", c.action_space, "Action space: looptune or full")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::IsMember({"looptune", "full"}));
     cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")
         ->capture_default_str()
-        ->check(at_least(1));
+        ->check(int_in(1, looptune::kMaxEpisodeSteps));
     cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")
         ->capture_default_str()
         ->check(at_least(1));

@@ -116,8 +116,9 @@ Run add_validate(CLI::App &app) {
                         {"disagreements", disagreements},
                         {"results", results}});
         else
-            fmt::print("{} episodes, {} disagreements (GFLOPS tolerance {}%)\n", rows.size(),
-                       disagreements, o->tolerance_pct);
+            fmt::print("{} episode{}, {} disagreement{} (GFLOPS tolerance {}%)\n", rows.size(),
+                       rows.size() == 1 ? "" : "s", disagreements, disagreements == 1 ? "" : "s",
+                       o->tolerance_pct);
         return disagreements == 0 ? 0 : 2;
     };
 }

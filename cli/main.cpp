@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -33,7 +34,24 @@ void add_max_memory_option(CLI::App *cmd, int64_t &bytes) {
                     "Refuse a benchmark whose buffers and reference would need more memory than "
                     "this (bytes, or with a unit: 512MB, 8GB, 8GiB); default: MemAvailable")
         ->transform(CLI::AsSizeValue(true))
-        ->check(CLI::PositiveNumber);
+        // Run before the unit conversion, which clamps or wraps a number beyond 64 bits.
+        ->transform(CLI::Validator(
+            [](std::string &s) -> std::string {
+                const size_t digits = s.find_first_not_of("0123456789");
+                if (s.substr(0, digits).size() > 18)  // 10^18 bytes: no machine has them
+                    return fmt::format("{} is not a size below 2^63 bytes", s);
+                return {};
+            },
+            ""))
+        ->check(CLI::Validator(
+            [](std::string &s) -> std::string {
+                int64_t v = 0;
+                const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+                if (ec != std::errc() || end != s.data() + s.size() || v <= 0)
+                    return "not a size in bytes between 1 and 2^63 - 1";
+                return {};
+            },
+            ""));
 }
 
 void add_env_options(CLI::App *cmd, looptune::EnvConfig &cfg) {

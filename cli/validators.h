@@ -50,4 +50,28 @@ inline CLI::Validator at_least(int64_t lo) {
         fmt::format("INT >= {}", lo));
 }
 
+/// An integer in [lo, hi].
+inline CLI::Validator int_in(int64_t lo, int64_t hi) {
+    return CLI::Validator(
+        [lo, hi](std::string &s) -> std::string {
+            int64_t v = 0;
+            if (!CLI::detail::lexical_cast(s, v)) return fmt::format("'{}' is not an integer", s);
+            if (v < lo || v > hi) return fmt::format("{} is not in [{}, {}]", s, lo, hi);
+            return {};
+        },
+        fmt::format("INT in [{}, {}]", lo, hi));
+}
+
+/// An unsigned 64-bit integer, for seeds: CLI11 converts "-1" to 2^64 - 1 without a word.
+inline CLI::Validator unsigned_int() {
+    return CLI::Validator(
+        [](std::string &s) -> std::string {
+            uint64_t v = 0;
+            if (s.find('-') != std::string::npos || !CLI::detail::lexical_cast(s, v))
+                return fmt::format("'{}' is not an integer in [0, 2^64)", s);
+            return {};
+        },
+        "UINT");
+}
+
 }  // namespace looptool::cli

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "env/observations.h"
+#include "looptool/check/reference_progress.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/ir/memory.h"
@@ -212,7 +213,9 @@ void Environment::reset_measure_options() {
 
 void Environment::ensure_reference() {
     if (have_reference_) return;
+    const looptool::ReferenceProgressEnd progress(config_.reference.progress);
     reference_ = compute_reference(*program_.comp, buffers_, config_.reference);
+    progress.done();
     have_reference_ = true;
 }
 

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "env/environment.h"
 #include "env/graph_observation.h"
 #include "env/observations.h"
+#include "env/schedule_match.h"
 #include "looptool/actions/actions.h"
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
@@ -48,9 +50,7 @@ Program schedule_of(const std::string &benchmark, const std::optional<std::strin
     if (actions && schedule) throw Error("give actions or schedule, not both");
     if (schedule) {
         Program s = load_program_file(*schedule);
-        if (!(s.computation() == p.computation()))
-            throw Error(
-                fmt::format("{}: its computation is not the one in {}", *schedule, benchmark));
+        looptune::check_schedule_of(p, benchmark, s, *schedule);
         return s;
     }
     if (actions)
@@ -119,7 +119,25 @@ public:
         env_ = std::make_unique<Environment>(cfg);
     }
 
+    /// Held by every call that reads or changes the environment. Not waited for: a second thread
+    /// using the same env at once gets an error (the JIT and the episode are not thread-safe,
+    /// and waiting with the GIL held could deadlock).
+    class Use {
+    public:
+        Use(Core &c, bool needs_reset) : lock_(c.mu_, std::try_to_lock) {
+            if (!lock_.owns_lock())
+                throw Error(
+                    "this environment is in use by another thread; give each thread its own "
+                    "LoopToolEnv");
+            if (needs_reset && !c.started_) throw Error("call reset() first");
+        }
+
+    private:
+        std::unique_lock<std::mutex> lock_;
+    };
+
     py::tuple reset(std::optional<uint64_t> seed, std::optional<std::string> benchmark) {
+        Use use(*this, false);
         if (seed) rng_.seed(*seed);
         std::string path = benchmark.value_or("");
         if (path.empty())
@@ -128,12 +146,18 @@ public:
             py::gil_scoped_release release;
             env_->reset(path);
         }
+        started_ = true;
         py::dict info = info_dict(env_->action_mask(), nullptr);
         info["benchmark"] = path;
-        return py::make_tuple(observation(), info);
+        return py::make_tuple(observation_locked(), info);
     }
 
     py::tuple step(int action) {
+        Use use(*this, true);
+        if (env_->steps_taken() >= env_->config().max_steps)
+            throw Error(fmt::format(
+                "the episode was truncated after max_steps={} steps; call reset() for a new one",
+                env_->config().max_steps));
         looptune::StepResult r;
         {
             py::gil_scoped_release release;
@@ -142,11 +166,23 @@ public:
         const std::vector<bool> mask = env_->action_mask();
         // Truncated at the step limit; terminated when no action is legal any more.
         const bool terminated = std::find(mask.begin(), mask.end(), true) == mask.end();
-        return py::make_tuple(observation(), r.reward, terminated, r.done,
+        return py::make_tuple(observation_locked(), r.reward, terminated, r.done,
                               info_dict(mask, &r.info));
     }
 
-    py::dict observation() const {
+    py::dict observation() {
+        Use use(*this, true);
+        return observation_locked();
+    }
+
+    /// Runs f(env) while this thread holds the environment, after reset().
+    template <class F>
+    auto with_env(F &&f) {
+        Use use(*this, true);
+        return f(*env_);
+    }
+
+    py::dict observation_locked() const {
         py::dict obs;
         obs["loops_tensor"] = to_numpy(env_->observe("loops_tensor"));
         obs["stride_tensor"] = to_numpy(env_->observe("stride_tensor"));
@@ -187,11 +223,14 @@ public:
         return looptool::action_names(env_->action_space().actions);
     }
 
-    Environment &env() { return *env_; }
+    const looptune::EnvConfig &config() const { return env_->config(); }
+    double max_gflops() const { return env_->max_gflops(); }
     const std::vector<std::string> &files() const { return files_; }
     bool graph() const { return graph_; }
 
 private:
+    std::mutex mu_;
+    bool started_ = false;
     std::unique_ptr<Environment> env_;
     std::vector<std::string> files_;
     std::mt19937_64 rng_{0};
@@ -230,22 +269,30 @@ PYBIND11_MODULE(_core, m) {
         .def("observation", &Core::observation)
         .def("action_names", &Core::action_names)
         .def("benchmarks", &Core::files)
-        .def_property_readonly("max_loops", [](Core &c) { return c.env().config().max_loops; })
-        .def_property_readonly("max_steps", [](Core &c) { return c.env().config().max_steps; })
-        .def_property_readonly("max_gflops", [](Core &c) { return c.env().max_gflops(); })
-        .def_property_readonly("gflops", [](Core &c) { return c.env().gflops(); })
+        // Fixed at construction: read without taking the environment.
+        .def_property_readonly("max_loops", [](Core &c) { return c.config().max_loops; })
+        .def_property_readonly("max_steps", [](Core &c) { return c.config().max_steps; })
+        .def_property_readonly("max_gflops", [](Core &c) { return c.max_gflops(); })
+        .def_property_readonly(
+            "gflops", [](Core &c) { return c.with_env([](Environment &e) { return e.gflops(); }); })
         .def_property_readonly("graph", &Core::graph)
-        .def("program", [](Core &c) { return serialize(c.env().program()); })
-        .def("loop_tree", [](Core &c) { return dump(c.env().program()); })
-        .def("history", [](Core &c) { return action_names(c.env().history()); })
+        .def("program",
+             [](Core &c) {
+                 return c.with_env([](Environment &e) { return serialize(e.program()); });
+             })
+        .def("loop_tree",
+             [](Core &c) { return c.with_env([](Environment &e) { return dump(e.program()); }); })
+        .def("history",
+             [](Core &c) {
+                 return c.with_env([](Environment &e) { return action_names(e.history()); });
+             })
         .def(
             "verify",
             [](Core &c, double tolerance) {
-                Comparison r;
-                {
+                const Comparison r = c.with_env([&](Environment &e) {
                     py::gil_scoped_release release;
-                    r = c.env().verify(c.env().program(), tolerance);
-                }
+                    return e.verify(e.program(), tolerance);
+                });
                 return py::make_tuple(r.ok, r.max_error_ratio);
             },
             py::arg("tolerance") = 1.0);

@@ -13,6 +13,8 @@
 #include "looptool/ir/error.h"
 #include "rl/episode_starts.h"
 #include "rl/fused_adam.h"
+#include "rl/policy_checksum.h"
+#include "rl/torch_errors.h"
 #include "search/trace.h"
 #include "util/stats.h"
 
@@ -250,6 +252,7 @@ float Learner::replay_step(PrioritizedReplay &replay, int64_t env_steps,
         TrainProfile::Scope timer(profile, TrainProfile::Phase::ReplaySample);
         replay.sample(config_.batch, beta, sample_);
     }
+    if (sample_.size == 0) return 0;  // nothing stored yet (--learning-starts 0): no update
     if (demos && demos->empty()) demos = nullptr;
     float loss;
     TrainProfile::Scope timer(profile, TrainProfile::Phase::Update);
@@ -314,6 +317,8 @@ void Learner::save_checkpoint(const std::string &path, const nlohmann::json &cou
     meta["updates"] = updates;
     meta["network"] = nlohmann::json::parse(qnet_config_json(net_config_));
     archive.write("meta", c10::IValue(meta.dump()));
+    archive.write("checksum",
+                  c10::IValue(checkpoint_checksum(online, target, *optimizer_, meta.dump())));
     save_archive_atomically(archive, path);
 }
 
@@ -331,9 +336,21 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
         archive.read("online", on);
         archive.read("target", tg);
         archive.read("optimizer", opt);
-        online->load(on);
-        target->load(tg);
+        load_weights_checked(online, on);
+        load_weights_checked(target, tg);
         optimizer_->load(opt);
+        check_adam_state(*optimizer_);
+        c10::IValue stored;
+        if (!archive.try_read("checksum", stored))
+            looptool::warn(
+                path +
+                ": no checksum (written before checkpoints had one); its integrity is not checked");
+        else if (const std::string computed =
+                     checkpoint_checksum(online, target, *optimizer_, meta.toStringRef());
+                 computed != stored.toStringRef())
+            throw looptool::Error(
+                fmt::format("damaged checkpoint: checksum {} does not match the stored {}",
+                            computed, stored.toStringRef()));
         if (dense()) {  // bind to the loaded tensors, whatever load() did to the old ones
             dense_online_ = std::make_unique<DenseQNet>(online);
             dense_target_ = std::make_unique<DenseQNet>(target);
@@ -345,9 +362,13 @@ bool Learner::load_checkpoint(const std::string &path, nlohmann::json *counters)
         throw;  // a bug of ours, not a bad checkpoint
     } catch (const looptool::Error &e) {
         throw looptool::Error("cannot resume from " + path + ": " + e.what());
+    } catch (const c10::Error &e) {  // one line, not LibTorch's backtrace
+        throw looptool::Error("cannot resume from " + path + ": not a readable checkpoint (" +
+                              torch_error_line(e) + ")");
     } catch (const std::exception &e) {
+        const std::string what = e.what();
         throw looptool::Error("cannot resume from " + path + ": " +
-                              std::string(e.what()).substr(0, 200));
+                              what.substr(0, std::min<size_t>(what.find('\n'), 200)));
     }
 }
 
@@ -446,6 +467,9 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
                 looptool::warn(fmt::format(
                     "{}: action {} ({}) is not legal in space {}; trace cut there", t.benchmark, i,
                     looptool::action_name(t.actions[i]), env.action_space().name));
+                // The steps before the cut still teach: they bootstrap from where it stopped.
+                for (Transition &tr : nstep.cut(encode_state(env, with_graph)))
+                    replay.add(std::move(tr));
                 break;
             }
             RlState s = encode_state(env, with_graph);
@@ -540,6 +564,9 @@ QNetConfig net_config_for(const TrainConfig &config, const Environment &env) {
 void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
                                 PrioritizedReplay &replay, const std::vector<Demo> &demos) {
     if (demos.empty()) return;
+    if (replay.size() == 0)
+        throw looptool::Error(
+            fmt::format("{}: no demonstrated transition to pre-train on", config.warmstart));
     for (int64_t i = 0; i < config.warmstart_updates; ++i) {
         learner.replay_step(replay, /*env_steps=*/0, &demos);
         if (config.progress && (i + 1) % 200 == 0)

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <map>
 
 #include "looptool/ir/error.h"
 #include "rl/dense_qnet.h"
@@ -233,6 +234,26 @@ QNetConfig qnet_config_from_json(const std::string &text) {
     }
 }
 
+void load_weights_checked(QNet &net, torch::serialize::InputArchive &archive) {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> want;
+    for (const auto &p : net->named_parameters())
+        want.emplace_back(p.key(), p.value().sizes().vec());
+    for (const auto &b : net->named_buffers()) want.emplace_back(b.key(), b.value().sizes().vec());
+    net->load(archive);
+    std::map<std::string, torch::Tensor> got;
+    for (const auto &p : net->named_parameters()) got[p.key()] = p.value();
+    for (const auto &b : net->named_buffers()) got[b.key()] = b.value();
+    for (const auto &[key, shape] : want) {
+        const torch::Tensor &t = got[key];
+        if (t.sizes().vec() != shape)
+            throw looptool::Error(fmt::format("tensor {} has shape [{}], the network needs [{}]",
+                                              key, fmt::join(t.sizes().vec(), ", "),
+                                              fmt::join(shape, ", ")));
+        if (t.scalar_type() != torch::kFloat32 || !t.is_contiguous())
+            throw looptool::Error(fmt::format("tensor {} is not a contiguous float32 tensor", key));
+    }
+}
+
 void copy_weights(QNet &to, const QNet &from) {
     torch::NoGradGuard no_grad;
     auto src = from->named_parameters();
@@ -299,7 +320,7 @@ QNet load_policy_file(const std::string &path, std::string *meta_json) {
         nlohmann::json j = nlohmann::json::parse(json);
         net = QNet(qnet_config_from_json(j.at("network").dump()));
         archive.read("weights", weights);
-        net->load(weights);
+        load_weights_checked(net, weights);
         net->eval();
         if (archive.try_read("checksum", checksum)) stored = checksum.toStringRef();
     } catch (const looptool::InternalError &) {

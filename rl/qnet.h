@@ -77,6 +77,11 @@ QNetConfig qnet_config_from_json(const std::string &json);
 /// Copies every parameter and buffer of `from` into `to` (same architecture).
 void copy_weights(QNet &to, const QNet &from);
 
+/// Loads `net`'s parameters and buffers from `archive` and checks that each kept the shape
+/// `net` was built with: LibTorch's load takes a stored tensor's shape as it is, and a wrong
+/// one reached the dense forward pass unchecked. Throws looptool::Error naming the tensor.
+void load_weights_checked(QNet &net, torch::serialize::InputArchive &archive);
+
 }  // namespace looptune
 
 namespace looptune {

@@ -163,27 +163,34 @@ int64_t PrioritizedReplay::added() const {
     return added_;
 }
 
+Transition NStepBuilder::take_front(const RlState &next, bool terminal) {
+    Transition t;
+    double g = 1;
+    for (const Step &st : window_) {
+        t.reward += static_cast<float>(g * st.r);
+        g *= gamma_;
+    }
+    t.state = window_.front().s;
+    t.action = window_.front().a;
+    t.discount = terminal ? 0.f : static_cast<float>(g);
+    t.next = next;
+    window_.erase(window_.begin());
+    return t;
+}
+
 std::vector<Transition> NStepBuilder::push(const RlState &s, int a, float reward,
                                            const RlState &next, bool done) {
     std::vector<Transition> out;
     window_.push_back({s, a, reward});
-    auto emit = [&](bool terminal) {
-        Transition t;
-        double g = 1;
-        for (const Step &st : window_) {
-            t.reward += static_cast<float>(g * st.r);
-            g *= gamma_;
-        }
-        t.state = window_.front().s;
-        t.action = window_.front().a;
-        t.discount = terminal ? 0.f : static_cast<float>(g);
-        t.next = next;
-        out.push_back(std::move(t));
-        window_.erase(window_.begin());
-    };
-    if (static_cast<int>(window_.size()) == n_) emit(done);
+    if (static_cast<int>(window_.size()) == n_) out.push_back(take_front(next, done));
     if (done)
-        while (!window_.empty()) emit(true);
+        while (!window_.empty()) out.push_back(take_front(next, true));
+    return out;
+}
+
+std::vector<Transition> NStepBuilder::cut(const RlState &next) {
+    std::vector<Transition> out;
+    while (!window_.empty()) out.push_back(take_front(next, false));
     return out;
 }
 

@@ -86,8 +86,12 @@ public:
     /// Records s --a--> (reward, next). Returns the transitions that became complete.
     std::vector<Transition> push(const RlState &s, int a, float reward, const RlState &next,
                                  bool done);
+    /// The stream stops at `next` without the episode ending (a demonstration cut by an
+    /// illegal action): the pending steps become transitions that bootstrap from `next`.
+    std::vector<Transition> cut(const RlState &next);
 
 private:
+    Transition take_front(const RlState &next, bool terminal);
     struct Step {
         RlState s;
         int a;

@@ -23,6 +23,10 @@ const char *name(Trainer t);
 const char *name(Encoder e);
 const char *name(Distributed d);
 
+/// Longest episode a policy may have: `tune` measures every step of its rollout, so a policy
+/// file asking for more (a crafted 2e9) is refused on load rather than tuned for hours.
+inline constexpr int kMaxEpisodeSteps = 1000;
+
 struct TrainConfig {
     // What to train on and where to write.
     std::string dataset_dir;
@@ -43,7 +47,8 @@ struct TrainConfig {
 
     // Environment.
     std::string action_space = "full";
-    int max_steps = 16;  ///< actions per episode (the tile takes ~12 in `full`)
+    int max_steps =
+        16;  ///< actions per episode (the tile takes ~12 in `full`); <= kMaxEpisodeSteps
     int max_loops = 10;
     std::string store_path;  ///< default: out_dir/store.sqlite
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -46,6 +47,23 @@ void append_traces(const std::string &path, const std::vector<Trace> &traces) {
     looptool::write_file_atomically(path, text);
 }
 
+// A GFLOPS figure: a finite number > 0 (a NaN compared as a trace worth imitating, and a base
+// of 0 made every trace infinitely good).
+static double gflops_field(const std::string &text, const std::string &path, int line_no,
+                           const char *column) {
+    double v = 0;
+    size_t used = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    if (used == 0 || used != text.size() || !std::isfinite(v) || !(v > 0))
+        throw looptool::Error(
+            fmt::format("{}:{}: {} '{}' is not a finite number > 0", path, line_no, column, text));
+    return v;
+}
+
 std::vector<Trace> load_traces(const std::string &path) {
     check_not_directory(path);
     std::ifstream in(path);
@@ -65,12 +83,8 @@ std::vector<Trace> load_traces(const std::string &path) {
         Trace t;
         t.benchmark = f[0];
         t.algo = f[1];
-        try {
-            t.gflops = std::stod(f[2]);
-            t.base_gflops = std::stod(f[3]);
-        } catch (const std::exception &) {
-            throw looptool::Error(fmt::format("{}:{}: bad number", path, line_no));
-        }
+        t.gflops = gflops_field(f[2], path, line_no, "gflops");
+        t.base_gflops = gflops_field(f[3], path, line_no, "base_gflops");
         try {
             t.actions = looptool::parse_action_list(f[4]);
         } catch (const looptool::Error &e) {

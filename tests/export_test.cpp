@@ -234,6 +234,59 @@ TEST(Export, AFunctionNameThatIsNoCIdentifierIsAnError) {
     EXPECT_EQ(c_identifier("3mm"), "_3mm");
 }
 
+// A keyword breaks the header; a libc name clashes with (or shadows) the function the kernel
+// and its caller link against; C reserves __x and _X.
+TEST(Export, AKeywordOrALibcNameIsRefusedAsTheFunctionName) {
+    for (const char *name : {"int", "while", "class", "memset", "free", "aligned_alloc", "expf",
+                             "main", "__kernel", "_Kernel"}) {
+        ExportOptions opts;
+        opts.name = name;
+        try {
+            export_kernel(tests::matmul_program(8, 8, 8), opts);
+            ADD_FAILURE() << name << " accepted";
+        } catch (const Error &e) {
+            EXPECT_NE(std::string(e.what()).find(std::string("'") + name + "' is"),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    ExportOptions ok;
+    ok.name = "_kernel_memset";
+    EXPECT_EQ(export_kernel(tests::matmul_program(8, 8, 8), ok).name, "_kernel_memset");
+}
+
+// The temporaries are new files: a symlink planted at the name the writer used to pick
+// (NAME.ext.tmpPID) is neither followed nor truncated.
+TEST(Export, APlantedSymlinkAtATemporaryNameIsNotFollowed) {
+    TempDir dir("export_link");
+    tests::write(dir, "victim", "keep me");
+    for (const char *ext : {".o", ".h", ".ll", ".s", ".program"})
+        std::filesystem::create_symlink(
+            dir.path / "victim",
+            dir.path / ("mm8_8_8" + std::string(ext) + ".tmp" + std::to_string(::getpid())));
+    write_exported_kernel(export_kernel(tests::matmul_program(8, 8, 8)), dir.path.string());
+    EXPECT_EQ(tests::slurp(dir.path / "victim"), "keep me");
+    EXPECT_GT(std::filesystem::file_size(dir.path / "mm8_8_8.o"), 0u);
+}
+
+// All or nothing: a directory where one of the five files goes stops the export before any
+// file is renamed into place.
+TEST(Export, ADirectoryInTheWayLeavesNoNewFileBehind) {
+    TempDir dir("export_dir");
+    std::filesystem::create_directories(dir.path / "mm8_8_8.ll");
+    try {
+        write_exported_kernel(export_kernel(tests::matmul_program(8, 8, 8)), dir.path.string());
+        ADD_FAILURE() << "exported over a directory";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("mm8_8_8.ll: is a directory"), std::string::npos)
+            << e.what();
+    }
+    std::vector<std::string> left;
+    for (const auto &e : std::filesystem::directory_iterator(dir.path))
+        left.push_back(e.path().filename().string());
+    EXPECT_EQ(left, std::vector<std::string>{"mm8_8_8.ll"});
+}
+
 TEST(Export, AnUnwritableDirectoryIsAnErrorAndLeavesNoFiles) {
     TempDir dir("export_ro");
     tests::write(dir, "file", "not a directory");

@@ -277,6 +277,35 @@ TEST(Peak, StoredPeakIsWrittenAndReadBack) {
     std::filesystem::remove_all(dir);
 }
 
+// A cache file that is JSON but not the cache's shape is someone else's: refused, naming it,
+// before any measurement, and never overwritten.
+TEST(Peak, AForeignCacheFileIsRefusedBeforeMeasuringAndKept) {
+    auto dir = std::filesystem::temp_directory_path() /
+               ("looptune_peak_foreign_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    EnvVar env("MAX_GFLOPS", nullptr);
+    const std::string contents[] = {"[1, 2]\n", "\"fast\"\n", "{\"machines\": []}\n",
+                                    "{\"machines\": {\"" + cpu_model_name() + "\": \"fast\"}}\n"};
+    int i = 0;
+    for (const std::string &text : contents) {
+        const auto home = dir / std::to_string(i++);
+        EnvVar cache("XDG_CACHE_HOME", home.c_str());
+        const auto file = home / "looptune" / "peak.json";
+        std::filesystem::create_directories(file.parent_path());
+        write_file_atomically(file.string(), text);
+        try {
+            max_gflops();
+            ADD_FAILURE() << "no error for " << text;
+        } catch (const Error &e) {
+            EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+        }
+        if (text.find("machines") == std::string::npos || text.find("[]") != std::string::npos)
+            EXPECT_THROW(store_peak({50, "avx2"}), Error) << text;
+        EXPECT_EQ(read_file(file.string()), text);
+    }
+    std::filesystem::remove_all(dir);
+}
+
 TEST(Peak, CliMeasuresAndStores) {
     auto dir = std::filesystem::temp_directory_path() /
                ("looptune_peak_cli_" + std::to_string(::getpid()));

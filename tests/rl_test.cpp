@@ -126,6 +126,60 @@ TEST(NStepBuilder, DiscountsRewardsAndFlushesAtTheEnd) {
     EXPECT_EQ(t[1].action, 2);
 }
 
+// A demonstration cut by an illegal action: its pending steps still become transitions, which
+// bootstrap from where it stopped (before, they were dropped, and a replay holding nothing
+// else failed in the learner's GEMM).
+TEST(NStepBuilder, ACutStreamKeepsItsPendingSteps) {
+    NStepBuilder nstep(3, 0.5);
+    EXPECT_TRUE(nstep.push(state_with(0), 0, 1.0f, state_with(1), false).empty());
+    EXPECT_TRUE(nstep.push(state_with(1), 1, 2.0f, state_with(2), false).empty());
+    auto t = nstep.cut(state_with(2));
+    ASSERT_EQ(t.size(), 2u);
+    EXPECT_FLOAT_EQ(t[0].reward, 1.0f + 0.5f * 2.0f);
+    EXPECT_FLOAT_EQ(t[0].discount, 0.25f);  // not terminal: the episode could have gone on
+    EXPECT_EQ(t[0].next.flat[0], 2);
+    EXPECT_FLOAT_EQ(t[1].reward, 2.0f);
+    EXPECT_FLOAT_EQ(t[1].discount, 0.5f);
+    EXPECT_TRUE(nstep.cut(state_with(2)).empty());
+}
+
+TEST(Train, AWarmStartTraceCutByAnIllegalActionStillPretrains) {
+    TempDir dir("warm_cut");
+    const std::string data = tiny_dataset(dir);
+    const std::string bench = data + "/mm16_16_16";
+    // The second `up` (on the first loop) is illegal: the trace is cut after two steps, before
+    // a 3-step window fills.
+    append_traces(
+        dir / "traces.csv",
+        {{bench, "greedy2", 2, 1, {Action::Down, Action::Up, Action::Up, Action::Vectorize}}});
+    TrainConfig c = tiny_training(data, dir / "run");
+    c.warmstart = dir / "traces.csv";
+    c.warmstart_updates = 20;
+    c.steps = 20;
+    c.learning_starts = 1000;
+    c.warmstart_min_speedup = 1;
+    EXPECT_EQ(train(c).env_steps, 20);
+    EXPECT_TRUE(std::filesystem::exists(dir / "run/policy.pt"));
+}
+
+// A NaN GFLOPS compared as a trace worth imitating, a base of 0 made any trace infinitely so.
+TEST(Trace, NonFiniteOrZeroFiguresAreRefused) {
+    TempDir dir("trace_nan");
+    const std::string header = "benchmark,algo,gflops,base_gflops,actions\n";
+    for (const char *row : {"x,y,nan,1,down", "x,y,inf,1,down", "x,y,5,0,down", "x,y,-5,1,down",
+                            "x,y,5,1e999,down", "x,y,5abc,1,down"}) {
+        tests::write(dir, "t.csv", header + row + "\n");
+        try {
+            load_traces(dir / "t.csv");
+            ADD_FAILURE() << row << " accepted";
+        } catch (const Error &e) {
+            EXPECT_NE(std::string(e.what()).find("t.csv:2: "), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("is not a finite number > 0"), std::string::npos)
+                << e.what();
+        }
+    }
+}
+
 TEST(Trace, RoundTripsAndRejectsMalformedFiles) {
     TempDir dir("trace");
     const std::string path = dir / "traces.csv";

@@ -213,6 +213,12 @@ TEST(Parse, ErrorsNameTheSourceAndLine) {
          "unknown tensor kind 'matrix'"},
         {replace(good, "name mm4_4_4", "frobnicate 3"), "t.lt:2: unknown keyword 'frobnicate'"},
         {replace(good, "name mm4_4_4\n", ""), "t.lt: no 'name' line"},
+        {replace(good, "name mm4_4_4", "name mm4_4_4\nname other"), "t.lt:3: a second 'name' line"},
+        {replace(good, "loop k 4 0\n", ""),
+         "nest 0: its loops do not iterate exactly over the variables of statement 0 (no loop "
+         "over k)"},
+        {replace(good, "nest 1\nloop m 4 0", "nest 1\nloop m 4 0\nloop k 4 0"),
+         "statement 1 (loops over k, which it does not use)"},
         {replace(good, "nest 1\n", ""), "t.lt: nest 0"},
         {replace(good, "nest 1\n", "nest 1\nnest 0\n"), "t.lt"},
         {replace(good, "nest 0\n", "nest 4294967296\n"), "t.lt"},

@@ -1,5 +1,6 @@
 #include "tune/policy.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -33,7 +34,12 @@ Policy Policy::load(const std::string &path) {
         p.info_.encoder = p.impl_->net->config().encoder;
         p.impl_->graph = p.info_.encoder == name(Encoder::Gnn);
         p.info_.action_space = j.at("action_space").get<std::string>();
-        p.info_.max_steps = j.at("max_steps").get<int>();
+        const nlohmann::json &steps = j.at("max_steps");
+        if (!steps.is_number_integer() || steps.get<int64_t>() < 1 ||
+            steps.get<int64_t>() > kMaxEpisodeSteps)
+            throw looptool::Error(fmt::format("{}: max_steps {} is not an integer in [1, {}]", path,
+                                              steps.dump(), kMaxEpisodeSteps));
+        p.info_.max_steps = steps.get<int>();
         p.info_.max_loops = p.impl_->net->config().shape.max_loops;
         const auto space = looptool::ActionSpace::preset(p.info_.action_space);
         if (static_cast<int>(space.size()) != p.impl_->net->config().shape.num_actions)

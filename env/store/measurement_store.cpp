@@ -179,12 +179,13 @@ void first_read(Connection &c, const char *sql) {
 bool check_store_meta(Connection &c) {
     const std::string &path = c.path;
     int64_t tables = 0;
-    bool has_meta = false;
+    bool has_meta = false, has_measurements = false;
     {
         Stmt s(c.db, "SELECT name FROM sqlite_master WHERE type='table'", path);
         while (s.step()) {
             ++tables;
             if (s.text(0) == "looptune_meta") has_meta = true;
+            if (s.text(0) == "measurements") has_measurements = true;
         }
     }
     if (tables == 0) return false;
@@ -192,6 +193,10 @@ bool check_store_meta(Connection &c) {
         throw Error(fmt::format(
             "{}: a SQLite database but not a looptune measurement store (no looptune_meta table)",
             path));
+    // A view (or anything else) under that name would pass every query and hold nothing.
+    if (!has_measurements)
+        throw Error(fmt::format(
+            "{}: not a looptune measurement store: 'measurements' is not a table", path));
     std::string format, version;
     {
         Stmt s(c.db, "SELECT key, value FROM looptune_meta", path);
@@ -210,6 +215,23 @@ bool check_store_meta(Connection &c) {
                         "(this looptool reads 1 to {})",
                         path, version, MeasurementStore::kSchemaVersion));
     return true;
+}
+
+// The first access to a file: its tables read in a read transaction, so a foreign or damaged
+// file is refused before anything writes to it (a journal-mode switch persists in the file).
+// Returns false for a database without tables.
+bool read_store_meta(Connection &c) {
+    first_read(c, "SELECT count(*) FROM sqlite_master");
+    c.exec("BEGIN", "begin read transaction");
+    bool has_tables = false;
+    try {
+        has_tables = check_store_meta(c);
+    } catch (...) {
+        sqlite3_exec(c.db, "ROLLBACK", nullptr, nullptr, nullptr);
+        throw;
+    }
+    c.exec("COMMIT", "end read transaction");
+    return has_tables;
 }
 
 int64_t now_unix() {
@@ -264,8 +286,8 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
         path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0));
     Connection &c = impl->conn;
 
-    // Reading the schema is the first access to the file: it fails here for a foreign file, a
-    // damaged header or schema page. WAL must be set outside a transaction; it persists.
+    read_store_meta(c);  // a foreign file fails here, untouched
+    // WAL must be set outside a transaction; it persists.
     // SQLite can answer SQLITE_BUSY here without waiting in the busy handler (seen about once in
     // ten when several MPI ranks created one new store at once), so wait for it ourselves.
     const auto give_up =
@@ -336,17 +358,9 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open_read_only(const std::st
     // No journal-mode or synchronous pragma: both would write to the file.
     auto impl = std::make_unique<Impl>(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
     Connection &c = impl->conn;
-    first_read(c, "SELECT count(*) FROM sqlite_master");
-    c.exec("BEGIN", "begin read transaction");
-    try {
-        if (!check_store_meta(c))
-            throw Error(fmt::format(
-                "{}: an empty SQLite database, not a looptune measurement store", path));
-    } catch (...) {
-        sqlite3_exec(c.db, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
-    }
-    c.exec("COMMIT", "end read transaction");
+    if (!read_store_meta(c))
+        throw Error(
+            fmt::format("{}: an empty SQLite database, not a looptune measurement store", path));
     prepare_lookup(*impl);
     return std::unique_ptr<MeasurementStore>(new MeasurementStore(std::move(impl)));
 }

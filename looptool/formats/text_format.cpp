@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "looptool/formats/loop_tool_import.h"
+#include "looptool/formats/temp_file.h"
 #include "looptool/ir/error.h"
 
 namespace looptool {
@@ -326,6 +327,7 @@ Program parse_program(std::string_view text, const std::string &source) {
         const std::string &kw = w[0];
         if (kw == "name") {
             if (w.size() != 2) throw Error(fmt::format("{}: expected 'name NAME'", where));
+            if (!comp->name.empty()) throw Error(fmt::format("{}: a second 'name' line", where));
             comp->name = w[1];
         } else if (kw == "var") {
             if (w.size() != 3) throw Error(fmt::format("{}: expected 'var NAME EXTENT'", where));
@@ -451,17 +453,7 @@ Program load_program_file(const std::string &path) {
 }
 
 void write_file_atomically(const std::string &path, std::string_view content) {
-    std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(fmt::format("{}: cannot create file", tmp));
-        out.write(content.data(), std::streamsize(content.size()));
-        out.flush();
-        if (!out) {
-            std::remove(tmp.c_str());
-            throw Error(fmt::format("{}: write failed", tmp));
-        }
-    }
+    const std::string tmp = write_temp_file(path, content);
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) {

@@ -68,6 +68,27 @@ LoopTree naive_loop_tree(const Computation &c) {
     return t;
 }
 
+// Why nest `ni`'s loops (over `have`) do not fit statement `s` (over `need`): the variables one
+// has and the other lacks, by name.
+static std::string loops_mismatch(const Computation &c, size_t ni, int s,
+                                  const std::vector<int> &need, const std::vector<int> &have) {
+    std::vector<std::string> missing, extra;
+    for (int v : need)
+        if (!std::binary_search(have.begin(), have.end(), v))
+            missing.push_back(c.vars[size_t(v)].name);
+    for (int v : have)
+        if (!std::binary_search(need.begin(), need.end(), v))
+            extra.push_back(c.vars[size_t(v)].name);
+    std::string why;
+    if (!missing.empty()) why = fmt::format("no loop over {}", fmt::join(missing, ", "));
+    if (!missing.empty() && !extra.empty()) why += "; ";
+    if (!extra.empty())
+        why += fmt::format("loops over {}, which it does not use", fmt::join(extra, ", "));
+    return fmt::format(
+        "nest {}: its loops do not iterate exactly over the variables of statement {} ({})", ni, s,
+        why);
+}
+
 void validate_loop_tree(const Computation &c, const LoopTree &t) {
     std::vector<int> seen(c.stmts.size(), 0);
     for (size_t ni = 0; ni < t.nests.size(); ++ni) {
@@ -151,11 +172,7 @@ void validate_loop_tree(const Computation &c, const LoopTree &t) {
             seen[size_t(s)]++;
             std::vector<int> need = c.stmt_vars(s);
             std::sort(need.begin(), need.end());
-            if (need != have)
-                throw Error(
-                    fmt::format("nest {}: its loops do not iterate exactly over the "
-                                "variables of statement {}",
-                                ni, s));
+            if (need != have) throw Error(loops_mismatch(c, ni, s, need, have));
         }
     }
     for (size_t s = 0; s < seen.size(); ++s)

@@ -21,10 +21,14 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
+#include "looptool/formats/temp_file.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/lower/lower_internal.h"
@@ -171,6 +175,40 @@ std::string emit(llvm::TargetMachine &tm, const llvm::Module &m, llvm::CodeGenFi
     return std::string(buf.begin(), buf.end());
 }
 
+// Why `name` cannot name the exported C function, or nullptr: a keyword of C or C++ breaks the
+// header, a name C reserves or a libc/libm function the kernel (or its caller) links against
+// would clash at link time or shadow the library's.
+const char *reserved_c_name(const std::string &name) {
+    static const std::set<std::string> keywords = {
+        "alignas", "alignof",      "auto",      "bool",          "break",    "case",    "catch",
+        "char",    "class",        "const",     "constexpr",     "continue", "default", "delete",
+        "do",      "double",       "else",      "enum",          "explicit", "extern",  "false",
+        "float",   "for",          "friend",    "goto",          "if",       "inline",  "int",
+        "long",    "mutable",      "namespace", "new",           "noexcept", "nullptr", "operator",
+        "private", "protected",    "public",    "register",      "restrict", "return",  "short",
+        "signed",  "sizeof",       "static",    "static_assert", "struct",   "switch",  "template",
+        "this",    "thread_local", "throw",     "true",          "try",      "typedef", "typename",
+        "typeof",  "union",        "unsigned",  "using",         "virtual",  "void",    "volatile",
+        "while"};
+    static const std::set<std::string> libc = {
+        "abort",   "abs",     "aligned_alloc", "atexit",
+        "calloc",  "ceil",    "ceilf",         "cos",
+        "cosf",    "exit",    "exp",           "expf",
+        "fabs",    "fabsf",   "floor",         "floorf",
+        "fma",     "fmaf",    "fmax",          "fmaxf",
+        "fmin",    "fminf",   "free",          "log",
+        "logf",    "main",    "malloc",        "memcmp",
+        "memcpy",  "memmove", "memset",        "posix_memalign",
+        "pow",     "powf",    "printf",        "puts",
+        "realloc", "sin",     "sinf",          "sqrt",
+        "sqrtf",   "strlen",  "tanh",          "tanhf"};
+    if (keywords.count(name)) return "a C or C++ keyword";
+    if (libc.count(name)) return "a C library function the kernel or its caller links against";
+    if (name.rfind("__", 0) == 0 || (name.size() > 1 && name[0] == '_' && std::isupper(name[1])))
+        return "reserved to the C implementation (starts with __ or _ and a capital)";
+    return nullptr;
+}
+
 }  // namespace
 
 std::string c_identifier(const std::string &text) {
@@ -187,6 +225,8 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     k.name = options.name.empty() ? c_identifier(c.name) : options.name;
     if (c_identifier(k.name) != k.name)
         throw Error(fmt::format("export: '{}' is not a C identifier", k.name));
+    if (const char *why = reserved_c_name(k.name))
+        throw Error(fmt::format("export: '{}' is {}; give another --name", k.name, why));
     for (const Tensor &t : c.tensors)
         if (t.kind != TensorKind::Temp && c_identifier(t.name) == k.name)
             throw Error(
@@ -228,29 +268,34 @@ std::vector<std::string> write_exported_kernel(const ExportedKernel &k, const st
                                                                   {".ll", &k.ir},
                                                                   {".s", &k.assembly},
                                                                   {".program", &k.program}};
-    // Every file is written under a temporary name first and only then are all renamed, so a
-    // failure (disk full, permissions) leaves none of the new files behind.
+    // Every file is written under a temporary name first (a new file: a symlink planted there is
+    // never followed) and only then are all renamed, so a failure (disk full, permissions, a
+    // directory in the way) leaves none of the new files behind.
     std::vector<std::string> finals, temps;
     auto discard = [&] {
         for (const auto &t : temps) fs::remove(t, ec);
     };
-    for (const auto &[ext, content] : files) {
-        const std::string path = (fs::path(dir) / (k.name + ext)).string();
-        const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
-        temps.push_back(tmp);
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out.write(content->data(), std::streamsize(content->size()));
-        out.close();
-        if (!out) {
-            discard();
-            throw Error(fmt::format("{}: cannot write", path));
-        }
-        finals.push_back(path);
+    for (const auto &file : files) {
+        finals.push_back((fs::path(dir) / (k.name + file.first)).string());
+        if (fs::is_directory(fs::symlink_status(finals.back())))
+            throw Error(fmt::format("{}: is a directory; nothing written", finals.back()));
+    }
+    try {
+        for (size_t i = 0; i < finals.size(); ++i)
+            temps.push_back(write_temp_file(finals[i], *files[i].second));
+    } catch (...) {
+        discard();
+        throw;
     }
     for (size_t i = 0; i < finals.size(); ++i)
         if (std::rename(temps[i].c_str(), finals[i].c_str()) != 0) {
+            const std::string why = std::strerror(errno);
             discard();
-            throw Error(fmt::format("{}: cannot rename {} to it", finals[i], temps[i]));
+            for (size_t j = 0; j < i; ++j) fs::remove(finals[j], ec);  // nothing new behind
+            throw Error(
+                fmt::format("{}: cannot rename {} to it ({}); the files renamed before "
+                            "it were removed",
+                            finals[i], temps[i], why));
         }
     return finals;
 }

@@ -103,6 +103,17 @@ std::optional<double> env_max_gflops() {
     return v;
 }
 
+/// Throws Error naming the file unless `j` has the cache's shape: an object whose "machines",
+/// when present, is an object (other keys are kept as they are). Checked before any
+/// measurement, and before a file we do not understand would be overwritten.
+void check_peak_cache(const std::string &path, const nlohmann::json &j) {
+    if (!j.is_object())
+        throw Error(fmt::format("{}: not a peak cache (JSON, but not an object); delete it", path));
+    if (j.contains("machines") && !j["machines"].is_object())
+        throw Error(
+            fmt::format("{}: not a peak cache (\"machines\" is not an object); delete it", path));
+}
+
 /// The stored peak for this CPU model, if the cache file has one. A malformed cache file is
 /// an error (it names the file) rather than silently re-measured over.
 std::optional<double> stored_peak(const std::string &path, const std::string &model) {
@@ -114,11 +125,11 @@ std::optional<double> stored_peak(const std::string &path, const std::string &mo
         throw Error(fmt::format("{}: malformed peak cache ({}); delete it or run `looptool peak`",
                                 path, e.what()));
     }
-    if (!j.is_object() || !j.contains("machines") || !j["machines"].contains(model))
-        return std::nullopt;
+    check_peak_cache(path, j);
+    if (!j.contains("machines") || !j["machines"].contains(model)) return std::nullopt;
     const auto &entry = j["machines"][model];
-    if (!entry.contains("gflops") || !entry["gflops"].is_number() ||
-        !(entry["gflops"].get<double>() > 0))
+    if (!entry.is_object() || !entry.contains("gflops") || !entry["gflops"].is_number() ||
+        !(entry["gflops"].get<double>() > 0) || !std::isfinite(entry["gflops"].get<double>()))
         throw Error(fmt::format("{}: entry for '{}' has no positive \"gflops\"", path, model));
     return entry["gflops"].get<double>();
 }
@@ -146,7 +157,7 @@ std::string store_peak_unlocked(const PeakResult &r) {
         } catch (const nlohmann::json::exception &) {
             j = nlohmann::json::object();  // replaced by a well-formed file below
         }
-        if (!j.is_object()) j = nlohmann::json::object();
+        check_peak_cache(path, j);  // a malformed file is replaced; a foreign one is not
     }
     j["machines"][model] = {{"gflops", r.gflops}, {"isa", r.isa}};
     std::error_code ec;

@@ -10,6 +10,8 @@ gymnasium is importable, small stand-ins otherwise. Everything runs in the C++ c
 message. See docs/python.md.
 """
 
+import operator
+
 from . import _core
 from ._core import Error, action_names
 from .spaces import Box, Dict, Discrete, HAVE_GYMNASIUM
@@ -66,7 +68,13 @@ class LoopToolEnv(_EnvBase):
         return self._core.reset(seed, None if bench is None else str(bench))
 
     def step(self, action):
-        return self._core.step(int(action))
+        """`action`: an integer index into `action_space` (int or numpy integer; a float such as
+        1.7 raises TypeError rather than being truncated to another action)."""
+        try:
+            index = operator.index(action)
+        except TypeError:
+            raise TypeError(f"step(): the action must be an integer index, got {action!r}") from None
+        return self._core.step(index)
 
     def render(self):
         return self._core.loop_tree()

@@ -32,7 +32,10 @@ else:
             """A uniform action; with a mask (numpy bool/int8 of length n), among the allowed ones."""
             if mask is None:
                 return int(self._rng.integers(self.n))
-            allowed = np.flatnonzero(np.asarray(mask))
+            mask = np.asarray(mask)
+            if mask.shape != (self.n,):
+                raise ValueError(f"sample(): the mask has shape {mask.shape}, expected ({self.n},)")
+            allowed = np.flatnonzero(mask)
             if allowed.size == 0:
                 raise ValueError("sample(): the mask allows no action")
             return int(self._rng.choice(allowed))
