@@ -31,6 +31,11 @@ int main(int argc, char **argv) {
                    "Actions drawn from: full, looptune, or layout (full + pack, flatten)")
         ->check(CLI::IsMember({"full", "looptune", "layout"}))
         ->capture_default_str();
+    app.add_option("--programs", o.programs,
+                   "Programs drawn: contractions (matmul, conv2d, add), reductions (max, min, sum, "
+                   "softmax, layernorm) or all")
+        ->check(CLI::IsMember({"contractions", "reductions", "all"}))
+        ->capture_default_str();
     app.add_flag("--progress", o.progress, "Print each sequence to stderr before running it");
     app.add_flag("--json", json, "Machine-readable output");
     CLI11_PARSE(app, argc, argv);

@@ -107,5 +107,91 @@ TEST(CliVerify, ANulByteInAFileShowsEscapedInTheError) {
     EXPECT_EQ(r.err.find('\0'), std::string::npos);
 }
 
+std::string softmax_text(const std::string &name, const std::string &exp_arg) {
+    return "looptool-program 1\nname " + name +
+           "\nvar i 1000\nvar j 256\ntensor X input 1000 256\ntensor Mx temp 1000\n"
+           "tensor E temp 1000 256\ntensor S temp 1000\ntensor Y output 1000 256\n"
+           "stmt Mx[i] = max(Mx[i], X[i, j])\nstmt E[i, j] = exp(" +
+           exp_arg +
+           ")\nstmt S[i] += E[i, j]\nstmt Y[i, j] = E[i, j] / S[i]\n"
+           "nest 0\nloop i 1000 0\nloop j 256 0\nnest 1\nloop i 1000 0\nloop j 256 0\n"
+           "nest 2\nloop i 1000 0\nloop j 256 0\nnest 3\nloop i 1000 0\nloop j 256 0\n"
+           "cursor 0\n";
+}
+
+// The softmax of the report: its max used to be summed by the reference, its divisor then
+// underflowed in float, and `read` printed "verified ... 256000 not bounded" with exit 0. The
+// max is a max now (checked exactly), so every element is bounded and checked.
+TEST(CliVerify, TheSafeSoftmaxIsCheckedOnEveryElement) {
+    TempDir dir("cli_verify_softmax");
+    tests::write(dir, "sm.txt", softmax_text("sm", "X[i, j] - Mx[i]"));
+    setenv("MAX_GFLOPS", "100", 1);
+    auto r = run_cli(dir, "read --bench sm.txt --quiet --actions down,split_8,down,vectorize");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("verified (interpreter and JIT kernel): matches the reference on all "
+                         "256000 output elements"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("not bounded"), std::string::npos) << r.out;
+}
+
+// Elements without a finite bound fail, with the reason, in every output form.
+TEST(CliVerify, UncheckableElementsFailInsteadOfPassing) {
+    TempDir dir("cli_verify_unbounded");
+    // exp(100 * x) overflows float for x > 0.887: its sum and the quotient have no bound.
+    tests::write(dir, "ovf.txt", softmax_text("ovf", "X[i, j] * 100"));
+    // A division by a sum of products with zero: an inexact zero.
+    tests::write(dir, "divz.txt", R"(looptool-program 1
+name divz
+var i 4
+var j 8
+tensor X input 4 8
+tensor Z temp 4
+tensor Y output 4 8
+stmt Z[i] += X[i, j] * 0
+stmt Y[i, j] = X[i, j] / Z[i]
+nest 0
+loop i 4 0
+loop j 8 0
+nest 1
+loop i 4 0
+loop j 8 0
+cursor 0
+)");
+    setenv("MAX_GFLOPS", "100", 1);
+    for (const char *bench : {"ovf.txt", "divz.txt"}) {
+        for (const char *how : {"--no-measure", ""}) {
+            auto r = run_cli(dir, std::string("read --quiet --bench ") + bench + " " + how);
+            EXPECT_EQ(r.exit_code, 2) << bench << how << r.out << r.err;
+            EXPECT_EQ(r.out.find("verified"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find("MISMATCH"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find("cannot be checked (no finite error bound)"), std::string::npos)
+                << r.out;
+            r = run_cli(dir, std::string("read --json --bench ") + bench + " " + how);
+            EXPECT_EQ(r.exit_code, 2) << r.err;
+            EXPECT_NE(r.out.find("\"verified\": false"), std::string::npos) << r.out;
+        }
+    }
+    auto r = run_cli(dir, "search --bench divz.txt --algo greedy1 --budget-s 1");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_EQ(r.out.find("verified"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("cannot be checked"), std::string::npos) << r.err;
+}
+
+// The programs of datasets/normalization verify through `read`, interpreter and JIT kernel.
+TEST(CliVerify, TheNormalizationDatasetVerifies) {
+    TempDir dir("cli_verify_norm");
+    setenv("MAX_GFLOPS", "100", 1);
+    for (const char *name : {"softmax1536_128", "layernorm128_768"}) {
+        const std::string path = std::string(LOOPTUNE_DATASETS_DIR) + "/normalization/" + name;
+        auto r =
+            run_cli(dir, "read --quiet --bench " + path + " --actions down,split_8,down,vectorize");
+        EXPECT_EQ(r.exit_code, 0) << name << r.out << r.err;
+        EXPECT_NE(r.out.find("verified (interpreter and JIT kernel): matches the reference on all"),
+                  std::string::npos)
+            << r.out;
+    }
+}
+
 }  // namespace
 }  // namespace looptool

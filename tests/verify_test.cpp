@@ -212,5 +212,74 @@ TEST(Verify, ToleranceMustBeFiniteAndNonNegative) {
     EXPECT_NO_THROW(verify_schedule(p, 1, 0));  // 0 demands exact agreement; allowed
 }
 
+// A divisor that is zero but inexact (a sum of products with 0, each rounded, so it may be
+// any tiny number): the quotient has no bound. Such elements used to be counted as "not
+// bounded" and skipped, so this kernel verified with nothing checked; now each one fails.
+TEST(Verify, ADivisionByAnInexactZeroCannotBeCheckedAndFails) {
+    Program p = parse_program(R"(looptool-program 1
+name divz
+var i 4
+var j 8
+tensor X input 4 8
+tensor Z temp 4
+tensor Y output 4 8
+stmt Z[i] += X[i, j] * 0
+stmt Y[i, j] = X[i, j] / Z[i]
+nest 0
+loop i 4 0
+loop j 8 0
+nest 1
+loop i 4 0
+loop j 8 0
+cursor 0
+)");
+    Buffers in = make_buffers(*p.comp, 1);
+    const Reference want = compute_reference(*p.comp, in);
+    for (Buffers got : {run_interpreter(p, in), run_jit(*Jit::create(), p, in)}) {
+        const Comparison c = compare_outputs(*p.comp, want, got);
+        EXPECT_FALSE(c.ok);
+        EXPECT_EQ(c.unbounded, 32);
+        EXPECT_EQ(c.mismatches, 32);
+        EXPECT_NE(c.first_mismatch.find("Y[0,0]: got "), std::string::npos) << c.first_mismatch;
+        EXPECT_NE(c.first_mismatch.find("cannot be checked"), std::string::npos);
+        EXPECT_EQ(
+            c.failures(1),
+            "32 of all 32 output elements fail: 32 cannot be checked (no finite error bound)");
+    }
+    EXPECT_FALSE(verify_schedule(p).ok);
+}
+
+// exp of a value near 200 overflows float: no bound, so the element fails whatever the kernel
+// wrote, and the ones within range are still checked.
+TEST(Verify, AnElementThatMayOverflowFailsAndTheRestAreChecked) {
+    Program p = parse_program(R"(looptool-program 1
+name ovf
+var i 2
+var j 3
+tensor X input 2 3
+tensor Y output 2 3
+stmt Y[i, j] = exp(X[i, j] * 100)
+nest 0
+loop i 2 0
+loop j 3 0
+cursor 0
+)");
+    Buffers in = make_buffers(*p.comp, 1);
+    in.data[0] = {0.5f, 0.89f, -1, 0.1f, 0.2f, 0.3f};  // exp(89) is above FLT_MAX
+    const Reference want = compute_reference(*p.comp, in);
+    Buffers got = run_jit(*Jit::create(), p, in);
+    Comparison c = compare_outputs(*p.comp, want, got);
+    EXPECT_EQ(c.unbounded, 1);
+    EXPECT_EQ(c.mismatches, 1);
+    EXPECT_NE(c.first_mismatch.find("Y[0,1]"), std::string::npos) << c.first_mismatch;
+    got.data[1][0] *= 2;  // a checked element wrong as well
+    c = compare_outputs(*p.comp, want, got);
+    EXPECT_EQ(c.mismatches, 2);
+    EXPECT_EQ(c.unbounded, 1);
+    EXPECT_NE(c.failures(1).find("1 differ beyond 1 x the error bound, 1 cannot be checked"),
+              std::string::npos)
+        << c.failures(1);
+}
+
 }  // namespace
 }  // namespace looptool

@@ -113,7 +113,12 @@ void exec_stmt_float(const Computation &c, const Statement &s, Buffers &b,
                      const std::vector<int64_t> &idx) {
     float v = eval<float>(c, s.value, b, idx);
     float &out = b.data[size_t(s.out.tensor)][size_t(flat_index(c, s.out, idx))];
-    out = s.reduce == ReduceKind::Sum ? out + v : v;
+    switch (s.reduce) {
+        case ReduceKind::None: out = v; return;
+        case ReduceKind::Sum: out += v; return;
+        case ReduceKind::Max: out = std::fmax(out, v); return;
+        case ReduceKind::Min: out = std::fmin(out, v); return;
+    }
 }
 
 // The scheduled interpreter is the definition of the loop semantics (see loop_tree.h): a loop
@@ -162,6 +167,10 @@ void run_schedule(const Program &p, Buffers &b) {
         size_t n;
         ~Drop() { b.data.resize(n); }
     } drop{b, c.num_buffers()};
+    // As in the kernel, every tensor a reduction writes starts at the reduction's identity.
+    for (size_t t = 0; t < c.tensors.size(); ++t)
+        if (const ReduceKind k = c.reduction_into(int(t)); k != ReduceKind::None)
+            std::fill(b.data[t].begin(), b.data[t].end(), reduce_identity(k));
     std::vector<ScheduleRunner> runners;
     for (const auto &nest : p.tree.nests) {
         ScheduleRunner r{c, nest, b, {}, std::vector<int64_t>(c.vars.size(), 0), {}};

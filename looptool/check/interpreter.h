@@ -48,7 +48,8 @@ Buffers make_buffers(const Computation &c, uint64_t seed);
 void fill_non_inputs(const Computation &c, Buffers &b, float value);
 
 /// Executes a loop tree exactly as scheduled (tails included), in float: a float kernel that
-/// verify_schedule() (looptool/check/verify.h) checks against the double-precision reference.
+/// verify_schedule() (looptool/check/verify.h) checks against the double-precision reference. Every
+/// tensor a reduction writes is first filled with the reduction's identity, as the kernel does.
 void run_schedule(const Program &p, Buffers &b);
 
 }  // namespace looptool

@@ -14,6 +14,7 @@
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/ir/row_ops.h"
 
 namespace looptool {
 
@@ -43,6 +44,33 @@ Computation random_computation(std::mt19937_64 &rng, int64_t max_volume) {
     }
 }
 
+// A max, min or sum reduction (through a temporary or not, of a read or a product), a
+// softmax or a layernorm.
+Computation random_row_op(std::mt19937_64 &rng, int64_t max_volume) {
+    const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+    for (;;) {
+        const int64_t m = odd_extent(rng), r = odd_extent(rng), n = odd_extent(rng);
+        if (m * r * n > max_volume) continue;
+        if (kind == 0) return make_softmax(m, r);
+        if (kind == 1) return make_layernorm(m, r);
+        const ReduceKind k = kind < 5   ? ReduceKind::Max
+                             : kind < 8 ? ReduceKind::Min
+                                        : ReduceKind::Sum;
+        return make_reduce(k, m, r, n, std::bernoulli_distribution(0.5)(rng),
+                           std::bernoulli_distribution(0.5)(rng));
+    }
+}
+
+Computation draw_program(std::mt19937_64 &rng, const ScheduleCheckOptions &o) {
+    if (o.programs == "contractions") return random_computation(rng, o.max_volume);
+    if (o.programs == "reductions") return random_row_op(rng, o.max_volume);
+    if (o.programs == "all")
+        return std::bernoulli_distribution(0.5)(rng) ? random_computation(rng, o.max_volume)
+                                                     : random_row_op(rng, o.max_volume);
+    throw Error(
+        fmt::format("unknown program set '{}' (known: contractions, reductions, all)", o.programs));
+}
+
 // The JIT kernel against the reference, on inputs from `seed` and NaN in every other tensor,
 // so an element the kernel does not write, or a temporary it does not zero, is a mismatch.
 Comparison verify_kernel(const Program &p, Jit &jit, uint64_t seed) {
@@ -64,7 +92,7 @@ ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &o, Jit &j
     ScheduleCheckResult r;
     std::set<std::string> shapes;
     for (int i = 0; i < o.sequences; ++i, ++r.sequences) {
-        auto comp = std::make_shared<Computation>(random_computation(rng, o.max_volume));
+        auto comp = std::make_shared<Computation>(draw_program(rng, o));
         Program p = Program::naive(comp);
         std::string taken;
         const int len = std::uniform_int_distribution<int>(1, o.max_actions)(rng);

@@ -21,6 +21,10 @@ struct ScheduleCheckOptions {
     /// The actions drawn from (ActionSpace::preset): "full", or "layout" to draw `pack` and
     /// `flatten` too (copies made block by block inside shared loops, lower_fold.h).
     std::string space = "full";
+    /// The programs drawn: "contractions" (matmul ~80%, conv2d and elementwise add the rest),
+    /// "reductions" (max, min and sum reductions, softmax and layernorm, row_ops.h) or "all"
+    /// (either, half and half).
+    std::string programs = "contractions";
     /// Sequences before this one are drawn (same shapes and actions) but not run, to replay
     /// one sequence of a long check at once.
     int start = 0;
@@ -41,10 +45,10 @@ struct ScheduleCheckResult {
     bool ok() const { return interpreter_mismatches == 0 && jit_mismatches == 0 && errors == 0; }
 };
 
-/// Draws a computation (matmul ~80%, conv2d and elementwise add the rest) with extents from
-/// {1, 2, 3, 5, 7, 16, 17, 37, 64, 100, 129} (so non-square and skinny shapes, tails and
-/// extents of 1), walks 1..max_actions random legal actions of the full space, and checks
-/// the result with verify_schedule() and with the kernel `jit` compiles.
+/// Draws a computation of `programs` with extents from {1, 2, 3, 5, 7, 16, 17, 37, 64, 100,
+/// 129} (so non-square and skinny shapes, tails and extents of 1), walks 1..max_actions random
+/// legal actions of the space, and checks the result with verify_schedule() and with the
+/// kernel `jit` compiles. Throws Error for an unknown `programs`.
 ScheduleCheckResult check_random_schedules(const ScheduleCheckOptions &options, Jit &jit);
 
 }  // namespace looptool

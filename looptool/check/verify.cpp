@@ -91,22 +91,54 @@ V apply_op(OpKind op, V a, V b) {
     LT_CHECK(false, "not an arithmetic op");
 }
 
-// The state of one element of a written tensor: the sum of the terms written or accumulated
-// into it, the sum of their magnitudes, of their own error bounds, and their count.
+// The state of one element of a written tensor. Sum (and an assignment, one term): the sum
+// of the terms written or accumulated into it, the sum of their magnitudes, of their own error
+// bounds, and their count. Max/Min: the extreme term (NaN terms skipped, as fmax does) and the
+// largest of the terms' bounds.
 struct Acc {
     double v = 0, mag = 0, err = 0;
     int64_t n = 0;
+    ReduceKind kind = ReduceKind::Sum;
+
+    static Acc start(ReduceKind k) {
+        Acc a;
+        a.kind = k == ReduceKind::None ? ReduceKind::Sum : k;
+        a.v = double(reduce_identity(k));
+        return a;
+    }
+    bool extreme() const { return kind == ReduceKind::Max || kind == ReduceKind::Min; }
     void add(V t) {
+        ++n;
+        if (extreme()) {
+            v = kind == ReduceKind::Max ? std::fmax(v, t.v) : std::fmin(v, t.v);
+            err = std::max(err, t.e);
+            return;
+        }
         v += t.v;
         if (std::isfinite(t.v)) mag += std::abs(t.v);
         err += t.e;
-        ++n;
     }
-    void merge(const Acc &o) { v += o.v, mag += o.mag, err += o.err, n += o.n; }
-    // Any summation order of n float terms: |error| <= gamma_{n-1} * sum |terms| (Higham,
-    // Accuracy and Stability of Numerical Algorithms, eq. 4.4), the terms' own errors added.
+    // A statement's terms `o` combined into this element.
+    void merge(const Acc &o) {
+        if (!o.extreme()) {
+            v += o.v, mag += o.mag, err += o.err, n += o.n;
+            return;
+        }
+        // What the element held (the identity, or an earlier assignment's value) is one more
+        // term of the max or min.
+        Acc r = o;
+        if (n > 0) r.add(V{v, bound()});
+        *this = r;
+    }
+    // Sum: any summation order of n float terms: |error| <= gamma_{n-1} * sum |terms|
+    // (Higham, Accuracy and Stability of Numerical Algorithms, eq. 4.4), the terms' own errors
+    // added. Max/Min round nothing, and |max_i f_i - max_i v_i| <= max_i |f_i - v_i|: the
+    // largest term bound (0 when every term is exact, so the result must equal the reference
+    // rounded to float exactly).
     double bound() const {
-        if (!std::isfinite(err) || mag + err > kFloatMax) return kInf;
+        if (!std::isfinite(err)) return kInf;
+        if (extreme()) return err;
+        if (mag + err > kFloatMax) return kInf;
         if (!std::isfinite(v)) return 0;  // an exact inf/NaN term: the class must match
         return gamma(n - 1) * (mag + err) + err;
     }
@@ -224,7 +256,8 @@ std::vector<std::vector<Acc>> full_state(const Computation &c, const Buffers &in
     std::vector<std::vector<Acc>> state(c.tensors.size());
     for (size_t t = 0; t < c.tensors.size(); ++t)
         if (c.tensors[t].kind != TensorKind::Input)
-            state[t].assign(size_t(c.tensors[t].num_elements()), Acc{});
+            state[t].assign(size_t(c.tensors[t].num_elements()),
+                            Acc::start(c.reduction_into(int(t))));
     auto read = [&](int t, int64_t f) {
         const Acc &a = state[size_t(t)][size_t(f)];
         return V{a.v, a.bound()};
@@ -242,14 +275,14 @@ std::vector<std::vector<Acc>> full_state(const Computation &c, const Buffers &in
         auto &out = state[size_t(s.out.tensor)];
         int64_t count = 0;
         do {
-            Acc local;
+            Acc local = Acc::start(s.reduce);
             do local.add(eval(c, s.value, in, idx, read));
             while (next(c, red_vars, idx));
             Acc &o_acc = out[size_t(flat_index(c, s.out, idx))];
-            if (s.reduce == ReduceKind::Sum)
-                o_acc.merge(local);
-            else
+            if (s.reduce == ReduceKind::None)
                 o_acc = local;
+            else
+                o_acc.merge(local);
             done += red_size;
             if (++count % 1024 == 0)
                 progress.update(done, cost, fmt::format("{:.3g} terms", cost).c_str());
@@ -282,7 +315,7 @@ public:
     Acc elem(int t, int64_t f, size_t upto) {
         const auto key = std::make_tuple(t, f, upto);
         if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-        Acc acc;
+        Acc acc = Acc::start(c_.reduction_into(t));
         const Tensor &tensor = c_.tensors[size_t(t)];
         for (size_t si = 0; si < upto; ++si) {
             const Statement &s = c_.stmts[si];
@@ -293,14 +326,14 @@ public:
                 Acc a = elem(rt, rf, si);
                 return V{a.v, a.bound()};
             };
-            Acc local;
+            Acc local = Acc::start(s.reduce);
             const std::vector<int> red_vars = reduction_vars(s);
             do local.add(eval(c_, s.value, in_, idx, read));
             while (next(c_, red_vars, idx));
-            if (s.reduce == ReduceKind::Sum)
-                acc.merge(local);
-            else
+            if (s.reduce == ReduceKind::None)
                 acc = local;
+            else
+                acc.merge(local);
         }
         memo_.emplace(key, acc);
         return acc;
@@ -364,12 +397,6 @@ Reference sampled_reference(const Computation &c, const Buffers &in, const Refer
     return r;
 }
 
-std::string coords(const Tensor &t, int64_t f) {
-    std::vector<int64_t> c(t.shape.size());
-    for (size_t d = t.shape.size(); d-- > 0;) c[d] = f % t.shape[d], f /= t.shape[d];
-    return fmt::format("{}", fmt::join(c, ","));
-}
-
 }  // namespace
 
 double reference_cost(const Computation &c) {
@@ -393,60 +420,6 @@ Reference compute_reference(const Computation &c, const Buffers &inputs,
     const int64_t n = sample_size(c, options);
     return n < total_outputs(c) ? sampled_reference(c, inputs, options, n)
                                 : full_reference(c, inputs, options);
-}
-
-std::string Comparison::coverage() const {
-    if (checked == total) return fmt::format("all {} output elements", total);
-    return fmt::format("a random sample of {} of {} output elements", checked, total);
-}
-
-void check_tolerance(double tolerance, const std::string &what) {
-    if (!std::isfinite(tolerance) || tolerance < 0)
-        throw Error(
-            fmt::format("{} must be a finite number >= 0 (a factor on the error bound), got {}",
-                        what, tolerance));
-}
-
-Comparison compare_outputs(const Computation &c, const Reference &want, const Buffers &got,
-                           double tolerance) {
-    check_tolerance(tolerance);
-    Comparison r;
-    r.checked = want.checked;
-    r.total = want.total;
-    for (const auto &o : want.outputs) {
-        const Tensor &t = c.tensors[size_t(o.tensor)];
-        const auto &g = got.data[size_t(o.tensor)];
-        LT_CHECK(int64_t(g.size()) == t.num_elements(), "buffer sizes differ");
-        for (size_t i = 0; i < o.value.size(); ++i) {
-            const int64_t f = o.index.empty() ? int64_t(i) : o.index[i];
-            const double w = o.value[i], e = o.bound[i], x = double(g[size_t(f)]);
-            if (!(e < kInf)) {
-                ++r.unbounded;
-                continue;
-            }
-            const double err = std::abs(x - w);
-            bool match;
-            if (std::isnan(w))
-                match = std::isnan(x);
-            else if (std::isinf(w))
-                match = x == w;
-            else
-                match = std::isfinite(x) && err <= tolerance * e;
-            const double ratio = std::isfinite(w) ? (err == 0 ? 0
-                                                     : e > 0  ? err / e
-                                                              : kInf)
-                                                  : (match ? 0 : kInf);
-            r.max_error_ratio = std::max(r.max_error_ratio, std::isnan(ratio) ? kInf : ratio);
-            if (match) continue;
-            ++r.mismatches;
-            if (r.ok)
-                r.first_mismatch = fmt::format(
-                    "{}[{}]: got {}, want {:.9g} (error {:.3g}, {:.3g}x the bound {:.3g})", t.name,
-                    coords(t, f), g[size_t(f)], w, err, ratio, e);
-            r.ok = false;
-        }
-    }
-    return r;
 }
 
 void run_reference(const Computation &c, Buffers &b) {

@@ -5,9 +5,12 @@
 // The reference evaluates each statement in double from the float inputs, keeping temporaries
 // in double, and carries for every element a bound on how far ANY float evaluation of the
 // same computation (any loop order, split, vectorized or unrolled reduction, FMA or not) may
-// lie from it: gamma_{n-1} * (sum of |terms|) for a reduction of n terms, u * |result| per
-// rounding op, propagated through temporaries. A kernel passes when every checked element
-// lies within `tolerance` times its bound; NaN and infinities are compared as classes.
+// lie from it: gamma_{n-1} * (sum of |terms|) for a sum of n terms, the largest term bound for
+// a max or min (0 when its terms are exact: the float result must then be the reference's
+// value exactly), u * |result| per rounding op, propagated through temporaries. A kernel
+// passes when every checked element lies within `tolerance` times its bound; NaN and
+// infinities are compared as classes. An element without a finite bound cannot be checked
+// and fails the comparison.
 #pragma once
 
 #include <cstdint>
@@ -59,14 +62,21 @@ struct Comparison {
     double max_error_ratio = 0;
     std::string first_mismatch;  ///< empty when ok
     int64_t checked = 0, total = 0;
+    /// Elements that failed: beyond the bound, or unbounded.
     int64_t mismatches = 0;
-    int64_t unbounded = 0;  ///< checked elements whose float evaluation may overflow: not judged
+    /// Of the mismatches, elements without a finite error bound (the float evaluation may
+    /// overflow or divide by zero): they cannot be checked, so they fail.
+    int64_t unbounded = 0;
     /// "all 4096 output elements" or "a random sample of 512 of 4096 output elements".
     std::string coverage() const;
+    /// What failed: "3 of all 4096 output elements differ beyond 1 x the error bound", and
+    /// how many could not be checked (no finite bound).
+    std::string failures(double tolerance) const;
 };
 
 /// Compares the output tensors of `got` with the reference: an element matches when
-/// |got - value| <= tolerance * bound, or both are NaN, or both are the same infinity.
+/// |got - value| <= tolerance * bound, or both are NaN, or both are the same infinity; an
+/// element whose bound is infinite is a mismatch (counted in `unbounded` too).
 /// `tolerance` must be finite and >= 0 (an Error otherwise).
 Comparison compare_outputs(const Computation &c, const Reference &want, const Buffers &got,
                            double tolerance = 1);

@@ -102,10 +102,29 @@ public:
         st.value = expr().e;
         skip();
         if (i_ != s_.size()) fail("unexpected text after the statement");
+        if (st.reduce == ReduceKind::None) as_reduction(st);
         return st;
     }
 
 private:
+    // `OUT = max(OUT, v)`, `min(OUT, v)` and `OUT + v` (either operand order, v not reading
+    // OUT's tensor) are reductions: a max/min/sum of v over the variables OUT does not use.
+    static void as_reduction(Statement &st) {
+        const Expr e = st.value;
+        if (e.args.size() != 2) return;
+        if (e.op != OpKind::Max && e.op != OpKind::Min && e.op != OpKind::Add) return;
+        const ReduceKind kind = e.op == OpKind::Max   ? ReduceKind::Max
+                                : e.op == OpKind::Min ? ReduceKind::Min
+                                                      : ReduceKind::Sum;
+        auto is_out = [&](const Expr &x) { return x.op == OpKind::Read && x.access == st.out; };
+        for (size_t i = 0; i < 2; ++i) {
+            if (!is_out(e.args[i])) continue;
+            Statement r{st.out, kind, e.args[1 - i]};
+            if (reads_tensor(r, st.out.tensor)) return;
+            st = std::move(r);
+            return;
+        }
+    }
     [[noreturn]] void fail(const std::string &what) const {
         throw Error(fmt::format("{}: {} at column {}", where_, what, i_ + 1));
     }

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "looptool/ir/error.h"
 
@@ -90,6 +91,32 @@ Expr Expr::unary(OpKind op, Expr a) {
     e.op = op;
     e.args = {std::move(a)};
     return e;
+}
+
+float reduce_identity(ReduceKind k) {
+    switch (k) {
+        case ReduceKind::None:
+        case ReduceKind::Sum: return 0.0f;
+        case ReduceKind::Max: return -std::numeric_limits<float>::infinity();
+        case ReduceKind::Min: return std::numeric_limits<float>::infinity();
+    }
+    LT_CHECK(false, "not a ReduceKind");
+}
+
+const char *reduce_name(ReduceKind k) {
+    switch (k) {
+        case ReduceKind::None: return "none";
+        case ReduceKind::Sum: return "sum";
+        case ReduceKind::Max: return "max";
+        case ReduceKind::Min: return "min";
+    }
+    LT_CHECK(false, "not a ReduceKind");
+}
+
+ReduceKind Computation::reduction_into(int t) const {
+    for (const auto &s : stmts)
+        if (s.out.tensor == t && s.reduce != ReduceKind::None) return s.reduce;
+    return ReduceKind::None;
 }
 
 int Computation::var_index(const std::string &n) const {
@@ -196,7 +223,7 @@ double Computation::flops() const {
     for (size_t s = 0; s < stmts.size(); ++s) {
         double iters = 1;
         for (int v : stmt_vars(int(s))) iters *= double(vars[size_t(v)].extent);
-        int64_t ops = count_ops(stmts[s].value) + (stmts[s].reduce == ReduceKind::Sum ? 1 : 0);
+        int64_t ops = count_ops(stmts[s].value) + (stmts[s].reduce != ReduceKind::None ? 1 : 0);
         total += iters * double(ops);
     }
     return total;
@@ -236,6 +263,33 @@ void validate_expr(const Computation &c, const Expr &e, const std::string &where
                                     c.tensors[size_t(e.access.tensor)].name));
     }
     for (const auto &a : e.args) validate_expr(c, a, where);
+}
+// The statement forms whose result does not depend on the order the loops visit the
+// statement's domain in: an assignment writes each element once, and a reduction's terms
+// are combined in any order.
+void validate_reduction(const Computation &c, int si, const std::string &where) {
+    const Statement &s = c.stmts[size_t(si)];
+    const std::string &out = c.tensors[size_t(s.out.tensor)].name;
+    if (s.reduce == ReduceKind::None) {
+        const std::vector<int> outv = vars_of(s.out);
+        for (int v : vars_of(s))
+            if (std::find(outv.begin(), outv.end(), v) == outv.end())
+                throw Error(fmt::format(
+                    "{}: '=' into {} iterates over {}, which the output does not use (each "
+                    "element would be overwritten); write a reduction: +=, max({}[...], ...) "
+                    "or min({}[...], ...)",
+                    where, out, c.vars[size_t(v)].name, out, out));
+        return;
+    }
+    if (reads_tensor(s, s.out.tensor))
+        throw Error(fmt::format("{}: a {} reduction into {} reads {} itself", where,
+                                reduce_name(s.reduce), out, out));
+    const ReduceKind first = c.reduction_into(s.out.tensor);
+    if (first != s.reduce)
+        throw Error(
+            fmt::format("{}: a {} reduction into {}, which a {} reduction writes too "
+                        "(one kind per tensor: it starts at that kind's identity)",
+                        where, reduce_name(s.reduce), out, reduce_name(first)));
 }
 }  // namespace
 
@@ -287,6 +341,7 @@ void Computation::validate() const {
             throw Error(fmt::format("{}: writes input tensor {}", where,
                                     tensors[size_t(stmts[s].out.tensor)].name));
         validate_expr(*this, stmts[s].value, where);
+        validate_reduction(*this, int(s), where);
     }
 }
 
@@ -398,9 +453,9 @@ std::string format_expr(const Computation &c, const Expr &e) {
     return fmt::format("{}({})", op_name(e.op), fmt::join(args, ", "));
 }
 
-std::string format_stmt(const Computation &c, const Statement &s) {
-    std::string value = format_expr(c, s.value);
-    // The outermost parentheses of a binary operator carry no information.
+namespace {
+// The outermost parentheses of a binary operator carry no information.
+std::string strip_outer_parens(std::string value) {
     if (value.size() > 1 && value.front() == '(' && value.back() == ')') {
         int depth = 0;
         bool outer = true;
@@ -413,8 +468,21 @@ std::string format_stmt(const Computation &c, const Statement &s) {
         }
         if (outer) value = value.substr(1, value.size() - 2);
     }
-    return fmt::format("{} {} {}", format_access(c, s.out),
-                       s.reduce == ReduceKind::Sum ? "+=" : "=", value);
+    return value;
+}
+}  // namespace
+
+std::string format_stmt(const Computation &c, const Statement &s) {
+    const std::string out = format_access(c, s.out);
+    const std::string value = strip_outer_parens(format_expr(c, s.value));
+    switch (s.reduce) {
+        case ReduceKind::None: return fmt::format("{} = {}", out, value);
+        case ReduceKind::Sum: return fmt::format("{} += {}", out, value);
+        case ReduceKind::Max:
+        case ReduceKind::Min:
+            return fmt::format("{} = {}({}, {})", out, reduce_name(s.reduce), out, value);
+    }
+    LT_CHECK(false, "not a ReduceKind");
 }
 
 }  // namespace looptool

@@ -102,16 +102,29 @@ struct Expr {
     bool operator==(const Expr &) const = default;
 };
 
-enum class ReduceKind { None, Sum };
+/// How a statement combines its value into its output element. A reduction (every kind but
+/// None) may iterate over variables its output does not use, and its terms may be combined in
+/// any order: the three kinds are associative and commutative (Max and Min exactly, Sum up to
+/// rounding, which verify.h bounds). Every tensor a reduction writes holds the kind's identity
+/// (reduce_identity) when the kernel starts; the statements then run in order.
+enum class ReduceKind { None, Sum, Max, Min };
 
-/// out[...] = value        (ReduceKind::None)
-/// out[...] += value       (ReduceKind::Sum; out starts at zero)
+/// out[...] = value                 (ReduceKind::None: no variable beyond the output's)
+/// out[...] += value                (ReduceKind::Sum; out starts at 0)
+/// out[...] = max(out[...], value)  (ReduceKind::Max; out starts at -inf; NaN terms are
+///                                   skipped, as C's fmax and LLVM's maxnum do)
+/// out[...] = min(out[...], value)  (ReduceKind::Min; out starts at +inf)
 struct Statement {
     Access out;
     ReduceKind reduce = ReduceKind::None;
     Expr value;
     bool operator==(const Statement &) const = default;
 };
+
+/// 0 for Sum, -inf for Max, +inf for Min (None: 0, unused).
+float reduce_identity(ReduceKind k);
+/// "sum", "max", "min" or "none".
+const char *reduce_name(ReduceKind k);
 
 struct Computation {
     std::string name;
@@ -121,6 +134,9 @@ struct Computation {
 
     int var_index(const std::string &name) const;     // -1 if absent
     int tensor_index(const std::string &name) const;  // -1 if absent
+    /// The kind of the reductions that write tensor t (validate() allows one kind per
+    /// tensor), or None when no reduction writes it.
+    ReduceKind reduction_into(int t) const;
     /// Index variables a statement iterates over, in first-use order (output first).
     std::vector<int> stmt_vars(int stmt) const;
     /// Tensors the caller passes (every tensor but the trailing scratch ones): the kernel's
@@ -129,7 +145,8 @@ struct Computation {
     /// Multiply and add count of one execution of every statement (LoopTune's FLOP count).
     double flops() const;
     /// Throws Error naming the first inconsistency (bad var ids, out-of-range accesses,
-    /// absurd sizes).
+    /// absurd sizes, an `=` statement over a variable its output does not use, a reduction
+    /// reading the tensor it writes, two reduction kinds into one tensor).
     void validate() const;
     bool operator==(const Computation &) const = default;
 };

@@ -9,8 +9,8 @@
 //    horizontal reduce-add or scatter for the output);
 //  - register tiles: around a loop over a reduction var with only unrolled/vectorized loops
 //    or further reduction loops beneath it, the output tile is held in SSA accumulators
-//    (loaded before, or started at zero when that region is the only pass over the
-//    reduction; FMAs inside; stored after).
+//    (loaded before, or started at the reduction's identity, 0, -inf or +inf, when that
+//    region is the only pass over the reduction; FMAs, or maxnum/minnum, inside; stored after).
 // Addresses are base pointers advanced by one GEP per loop level (strength-reduced), so
 // the optimiser's alias analysis and LICM can see through them.
 //
@@ -52,14 +52,14 @@ struct LowerOptions {
 /// What the lowering did, for tests and --verbose.
 struct LoweringSummary {
     int register_tiles = 0;           ///< tile regions emitted with SSA accumulators
-    int zero_start_tiles = 0;         ///< of those, started at zero (no load)
+    int zero_start_tiles = 0;         ///< of those, started at the identity (no load)
     bool copy_elided = false;         ///< a `C = T` nest was folded into its producer
     int relaxed_nests = 0;            ///< nests over max_emission_cost: copy-only unrolls dropped
     int generic_nests = 0;            ///< nests still over it: plain loops
     int64_t static_statements = 0;    ///< statement copies emitted in total
     int transposed_copies = 0;        ///< copy loops emitted as calls to the 16x16 transpose
     int prefetched_reads = 0;         ///< reads whose next block is prefetched (lower_prefetch.h)
-    std::vector<int> zeroed_tensors;  ///< tensors memset to zero at kernel entry
+    std::vector<int> zeroed_tensors;  ///< tensors set to their reduction's identity at entry
 };
 
 struct LoweredIR {

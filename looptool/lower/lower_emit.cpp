@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "looptool/ir/error.h"
+#include "looptool/lower/lower_reduce.h"
 #include "looptool/lower/lower_runtime.h"
 
 namespace looptool::detail {
@@ -180,6 +181,7 @@ private:
     }
     Value *eval(const Expr &e, State &st, int vvar, int64_t w);
     Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w);
+    Value *identity(ReduceKind k, int64_t w) const { return reduce_identity_value(vec_type(w), k); }
 
     const Computation &c_;
     const NestPlan &plan_;
@@ -313,14 +315,14 @@ Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
     LT_CHECK(false, fmt::format("cannot lower op {}", op_name(e.op)));
 }
 
-// old + value, as a fused multiply-add when the value is a product.
+// The reduction of old and value: a fused multiply-add for a sum of products.
 Value *NestEmitter::update(const Statement &s, Value *old, State &st, int vvar, int64_t w) {
-    if (s.value.op == OpKind::Mul) {
+    if (s.reduce == ReduceKind::Sum && s.value.op == OpKind::Mul) {
         Value *a = eval(s.value.args[0], st, vvar, w);
         Value *b = eval(s.value.args[1], st, vvar, w);
         return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_type(w)}, {a, b, old});
     }
-    return b_.CreateFAdd(old, eval(s.value, st, vvar, w));
+    return reduce_combine(b_, s.reduce, old, eval(s.value, st, vvar, w));
 }
 
 void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
@@ -338,18 +340,16 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
         acc = update(stmt, acc, st, vvar, w);
         return;
     }
-    if (stmt.reduce == ReduceKind::Sum) zero_started_[size_t(s)] = false;
+    if (stmt.reduce != ReduceKind::None) zero_started_[size_t(s)] = false;
     if (stmt.reduce == ReduceKind::None) {
         store_lanes(out, st, off, w, stride, lanes, eval(stmt.value, st, vvar, w));
     } else if (w > 1 && stride == 0) {
-        // A vectorized reduction var: horizontal reduce-add into the scalar.
+        // A vectorized reduction var: a horizontal reduction into the scalar.
         const llvm::Align al = align_at(out, st, off);
         Value *p = addr(out, st, off);
         Value *old = b_.CreateAlignedLoad(f32_, p, al);
-        auto *sum =
-            llvm::cast<llvm::Instruction>(b_.CreateFAddReduce(old, eval(stmt.value, st, vvar, w)));
-        sum->setHasAllowReassoc(true);
-        b_.CreateAlignedStore(sum, p, al);
+        b_.CreateAlignedStore(reduce_lanes(b_, stmt.reduce, old, eval(stmt.value, st, vvar, w)), p,
+                              al);
     } else {
         Value *old = load_lanes(out, st, off, w, stride, lanes);
         store_lanes(out, st, off, w, stride, lanes, update(stmt, old, st, vvar, w));
@@ -428,14 +428,15 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
     const int s = plan_.nest.stmts[pos];
     auto t = std::make_unique<Tile>(Tile{s, plan_.zero_start[pos], {}});
     const int out = plan_.out_slot[pos];
+    const ReduceKind kind = c_.stmts[size_t(s)].reduce;
     for (const AccKey &k : *keys) {
         Value *init;
         if (t->zero_start) {
-            init = llvm::Constant::getNullValue(vec_type(k.w));
+            init = identity(kind, k.w);
         } else if (k.w > 1 && k.stride == 0) {
+            // Partial results of one element: the stored value in lane 0, the identity in the rest.
             Value *x = load_at(f32_, out, st, k.off);
-            init =
-                b_.CreateInsertElement(llvm::Constant::getNullValue(vec_type(k.w)), x, uint64_t(0));
+            init = b_.CreateInsertElement(identity(kind, k.w), x, uint64_t(0));
         } else {
             init = load_lanes(out, st, k.off, k.w, k.stride, k.lanes);
         }
@@ -449,12 +450,13 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
 
 void NestEmitter::finish_tile(const Tile &t, State &st) {
     const int out = plan_.out_slot[plan_.position(t.stmt)];
+    const ReduceKind kind = c_.stmts[size_t(t.stmt)].reduce;
     for (auto &[k, v] : t.acc) {
         if (k.w > 1 && k.stride == 0) {
-            auto *sum = llvm::cast<llvm::Instruction>(
-                b_.CreateFAddReduce(llvm::ConstantFP::getNegativeZero(f32_), v));
-            sum->setHasAllowReassoc(true);
-            store_lanes(out, st, k.off, 1, 0, 1, sum);
+            // -0 is the identity of a float sum that keeps a -0 result (0 + -0 is +0).
+            Value *start = kind == ReduceKind::Sum ? llvm::ConstantFP::getNegativeZero(f32_)
+                                                   : identity(kind, 1);
+            store_lanes(out, st, k.off, 1, 0, 1, reduce_lanes(b_, kind, start, v));
         } else {
             store_lanes(out, st, k.off, k.w, k.stride, k.lanes, v);
         }
@@ -682,14 +684,18 @@ void emit_zero_outputs(const Computation &c, const KernelBody &body,
     const size_t nt = c.tensors.size();
     std::vector<bool> zero(nt, false);
     for (size_t s = 0; s < c.stmts.size(); ++s)
-        if (c.stmts[s].reduce == ReduceKind::Sum && !zero_started[s])
+        if (c.stmts[s].reduce != ReduceKind::None && !zero_started[s])
             zero[size_t(c.stmts[s].out.tensor)] = true;
-    for (size_t t = 0; t < nt; ++t)
-        if (zero[t]) {
-            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(c.tensors[t].num_elements()) * 4,
-                           llvm::MaybeAlign(64));
-            summary.zeroed_tensors.push_back(int(t));
-        }
+    for (size_t t = 0; t < nt; ++t) {
+        if (!zero[t]) continue;
+        const int64_t n = c.tensors[t].num_elements();
+        const ReduceKind k = c.reduction_into(int(t));
+        if (k == ReduceKind::Sum)
+            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(n) * 4, llvm::MaybeAlign(64));
+        else
+            emit_fill(b, body.fn, body.args[t], n, reduce_identity(k));
+        summary.zeroed_tensors.push_back(int(t));
+    }
     b.CreateBr(body.nests);
 }
 

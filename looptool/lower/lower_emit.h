@@ -31,8 +31,9 @@ KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::
 std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
                              const KernelBody &body, LoweringSummary &summary);
 
-/// Zeroes, in body.entry, every reduction output some emission of its statement accumulates
-/// into memory, then branches to body.nests.
+/// Sets, in body.entry, every reduction output some emission of its statement accumulates
+/// into memory to the reduction's identity (memset to zero for a sum, a fill loop for max and
+/// min), then branches to body.nests.
 void emit_zero_outputs(const Computation &c, const KernelBody &body,
                        const std::vector<bool> &zero_started, LoweringSummary &summary);
 

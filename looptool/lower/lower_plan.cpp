@@ -111,7 +111,7 @@ bool vector_safe(const Computation &c, const Nest &nest) {
 // reduction var, so the output elements touched below it are fixed at that point.
 int region_start(const Computation &c, const Nest &nest, int s) {
     const Statement &stmt = c.stmts[size_t(s)];
-    if (stmt.reduce != ReduceKind::Sum || reads_tensor(stmt, stmt.out.tensor)) return -1;
+    if (stmt.reduce == ReduceKind::None || reads_tensor(stmt, stmt.out.tensor)) return -1;
     for (int o : nest.stmts)
         if (o != s && (c.stmts[size_t(o)].out.tensor == stmt.out.tensor ||
                        reads_tensor(c.stmts[size_t(o)], stmt.out.tensor)))
@@ -127,8 +127,9 @@ int region_start(const Computation &c, const Nest &nest, int s) {
     return r;
 }
 
-// Accumulators may start at zero when this region is the only pass over the reduction for
-// each of its output elements and nothing else touches the output before.
+// Accumulators may start at the reduction's identity (zero for a sum) when this region is the
+// only pass over the reduction for each of its output elements and nothing else touches the
+// output before.
 bool zero_start_ok(const Computation &c, const Nest &nest, const TreeContext &tree, int s, int r) {
     const Statement &stmt = c.stmts[size_t(s)];
     const std::vector<int> outv = vars_of(stmt.out);

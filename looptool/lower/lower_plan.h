@@ -85,9 +85,10 @@ struct NestPlan {
     /// writes an element per lane (no vectorized reduction var), so the lanes past the real
     /// ones are never stored; loads and stores of them are masked.
     bool masked_tails = false;
-    std::vector<int> region;       ///< per leaf statement: depth its register tile starts, or -1
-    std::vector<bool> zero_start;  ///< per leaf statement: that tile starts at zero (no load)
-    int64_t cost = 0;              ///< emission cost of `nest` (LowerOptions::max_emission_cost)
+    std::vector<int> region;  ///< per leaf statement: depth its register tile starts, or -1
+    /// Per leaf statement: that tile starts at the reduction's identity, zero for a sum (no load).
+    std::vector<bool> zero_start;
+    int64_t cost = 0;  ///< emission cost of `nest` (LowerOptions::max_emission_cost)
     /// Per slot: prefetch, with each vector load, the lines this many elements ahead (the
     /// same element in the next block; lower_prefetch.h), or 0. Empty: none.
     std::vector<int64_t> prefetch;

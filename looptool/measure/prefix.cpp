@@ -14,7 +14,7 @@ int main_nest_of(const Program &p) {
     const Computation &c = *p.comp;
     for (size_t n = 0; n < p.tree.nests.size(); ++n)
         for (int s : p.tree.nests[n].stmts)
-            if (c.stmts[size_t(s)].reduce == ReduceKind::Sum) return int(n);
+            if (c.stmts[size_t(s)].reduce != ReduceKind::None) return int(n);
     return 0;
 }
 
@@ -79,9 +79,9 @@ std::optional<OuterPrefix> outer_prefix(const Program &p, int64_t iterations) {
                 t.shape[d] = coef * out.elements;
         }
     }
-    // A reduction over the variable: its output is not cut and starts from zero at entry.
+    // A reduction over the variable: its output is not cut and starts from its identity at entry.
     for (const Statement &s : c.stmts)
-        if (s.reduce == ReduceKind::Sum) {
+        if (s.reduce != ReduceKind::None) {
             const std::vector<int> ov = vars_of(s.out);
             if (std::find(ov.begin(), ov.end(), out.var) == ov.end()) out.has_fixed_work = true;
         }
