@@ -10,15 +10,49 @@
 
 namespace looptool::cli {
 
+struct ExportCliOptions {
+    std::string bench, actions, actions_file, schedule, policy, out, cpu, name;
+    bool tune = false, naive = false, json = false;
+};
+
+namespace {
+
+/// The schedule to export: the benchmark's (or its naive nest) with --actions applied, a
+/// --schedule program of the same computation, or the policy's best (--tune); `applied` gets
+/// the actions' names.
+Program export_schedule(const ExportCliOptions &o, std::vector<std::string> &applied) {
+    const Program bench = load_program_file(o.bench);
+    Program p = o.naive ? Program::naive(bench.comp) : bench;
+    if (!o.actions.empty() || !o.actions_file.empty()) {
+        const std::vector<Action> actions =
+            o.actions_file.empty() ? parse_action_list(o.actions)
+                                   : parse_action_csv(read_file(o.actions_file), o.actions_file);
+        for (Action a : actions) {
+            p = apply(p, a);
+            applied.push_back(action_name(a));
+        }
+    } else if (!o.schedule.empty()) {
+        p = load_program_file(o.schedule);
+        looptune::check_schedule_of(bench, o.bench, p, o.schedule);
+    } else if (o.tune) {
+        const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        looptune::Policy policy = looptune::Policy::load(path);
+        looptune::Environment env(policy.env_config());
+        looptune::PolicyTuneResult r =
+            looptune::tune_with_policy(policy, env, Program::naive(bench.comp));
+        p = r.best;
+        applied = action_names(r.best_actions);
+    }
+    return p;
+}
+
+}  // namespace
+
 Run add_export(CLI::App &app) {
     auto *cmd = app.add_subcommand("export",
                                    "Write a schedule's kernel as NAME.o, NAME.h, NAME.ll, NAME.s "
                                    "and NAME.program for use outside the tool");
-    struct Opts {
-        std::string bench, actions, actions_file, schedule, policy, out, cpu, name;
-        bool tune = false, naive = false, json = false;
-    };
-    auto o = std::make_shared<Opts>();
+    auto o = std::make_shared<ExportCliOptions>();
     cmd->add_option("--bench", o->bench, "Benchmark file (ours or loop_tool's format)")->required();
     auto *acts = cmd->add_option("--actions", o->actions,
                                  "Comma-separated actions applied to the benchmark's schedule");
@@ -45,31 +79,8 @@ Run add_export(CLI::App &app) {
                     "C function and file name (default: the computation's name)");
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
-        const Program bench = load_program_file(o->bench);
-        Program p = o->naive ? Program::naive(bench.comp) : bench;
         std::vector<std::string> applied;
-        if (!o->actions.empty() || !o->actions_file.empty()) {
-            const std::vector<Action> actions =
-                o->actions_file.empty()
-                    ? parse_action_list(o->actions)
-                    : parse_action_csv(read_file(o->actions_file), o->actions_file);
-            for (Action a : actions) {
-                p = apply(p, a);
-                applied.push_back(action_name(a));
-            }
-        } else if (!o->schedule.empty()) {
-            p = load_program_file(o->schedule);
-            looptune::check_schedule_of(bench, o->bench, p, o->schedule);
-        } else if (o->tune) {
-            const std::string path =
-                o->policy.empty() ? looptune::default_policy_path() : o->policy;
-            looptune::Policy policy = looptune::Policy::load(path);
-            looptune::Environment env(policy.env_config());
-            looptune::PolicyTuneResult r =
-                looptune::tune_with_policy(policy, env, Program::naive(bench.comp));
-            p = r.best;
-            applied = action_names(r.best_actions);
-        }
+        const Program p = export_schedule(*o, applied);
         ExportOptions opts;
         opts.cpu = o->cpu;
         opts.name = o->name;

@@ -47,17 +47,79 @@ void print_stats(const looptune::MeasurementStore::Stats &st) {
             st.invalid);
 }
 
+struct StoreOptions {
+    std::string store;
+    std::vector<std::string> sources;
+    bool json = false;
+};
+
+int run_store_check(const StoreOptions &o) {
+    // Read-only: checking someone's database must not change it (not even to WAL).
+    auto problems = looptune::MeasurementStore::open_read_only(o.store)->check();
+    if (o.json)
+        print_json({{"path", o.store}, {"ok", problems.empty()}, {"problems", problems}});
+    else if (problems.empty())
+        fmt::print("{}: ok\n", o.store);
+    else
+        fmt::print("{}: {} problem(s):\n{}\n", o.store, problems.size(), fmt::join(problems, "\n"));
+    return problems.empty() ? 0 : 2;
+}
+
+int run_store_stats(const StoreOptions &o) {
+    // Read-only: no new file, no journal-mode switch, nothing written.
+    auto st = looptune::MeasurementStore::open_read_only(o.store)->stats();
+    if (o.json)
+        print_json(stats_json(st));
+    else
+        print_stats(st);
+    return 0;
+}
+
+int run_store_merge(const StoreOptions &o) {
+    // Check every source first, so a typo does not leave a new empty destination behind.
+    for (const auto &src : o.sources) looptune::MeasurementStore::open_read_only(src);
+    // A new destination is written under a temporary name and renamed once every source is
+    // in: damage deep in a source (found only while copying) leaves no destination at all.
+    const bool fresh = !std::filesystem::exists(o.store);
+    const std::string target = fresh ? fmt::format("{}.tmp.{}", o.store, ::getpid()) : o.store;
+    auto remove_target = [&] {
+        for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+            std::filesystem::remove(target + suffix);
+    };
+    nlohmann::json merged = nlohmann::json::array();
+    looptune::MeasurementStore::Stats st;
+    try {
+        auto dest = looptune::MeasurementStore::open(target);
+        for (const auto &src : o.sources) {
+            int64_t skipped = 0;
+            int64_t added = dest->merge_from(src, &skipped);
+            merged.push_back({{"source", src}, {"added", added}, {"skipped_invalid", skipped}});
+            if (!o.json)
+                fmt::print(
+                    "{}: {} measurements added{}\n", src, added,
+                    skipped ? fmt::format(", {} rows with invalid values skipped", skipped) : "");
+        }
+        st = dest->stats();
+        dest.reset();  // closing checkpoints the WAL into the file before the rename
+        if (fresh) std::filesystem::rename(target, o.store);
+    } catch (...) {
+        if (fresh) remove_target();
+        throw;
+    }
+    st.path = o.store;
+    if (o.json)
+        print_json({{"merged", merged}, {"store", stats_json(st)}});
+    else
+        print_stats(st);
+    return 0;
+}
+
 }  // namespace
 
 Run add_store(CLI::App &app) {
     auto *cmd = app.add_subcommand("store", "Inspect or merge persistent measurement stores");
     cmd->require_subcommand(1);
-    struct Opts {
-        std::string store;
-        std::vector<std::string> sources;
-        bool json = false;
-    };
-    auto o = std::make_shared<Opts>();
+    auto o = std::make_shared<StoreOptions>();
 
     auto *stats =
         cmd->add_subcommand("stats", "What a store holds: rows, benchmarks, machines, best GFLOPS");
@@ -76,66 +138,10 @@ Run add_store(CLI::App &app) {
     check->add_flag("--json", o->json, "Machine-readable output");
 
     return [o, stats, merge, check] {
-        if (check->parsed()) {
-            // Read-only: checking someone's database must not change it (not even to WAL).
-            auto problems = looptune::MeasurementStore::open_read_only(o->store)->check();
-            if (o->json)
-                print_json({{"path", o->store}, {"ok", problems.empty()}, {"problems", problems}});
-            else if (problems.empty())
-                fmt::print("{}: ok\n", o->store);
-            else
-                fmt::print("{}: {} problem(s):\n{}\n", o->store, problems.size(),
-                           fmt::join(problems, "\n"));
-            return problems.empty() ? 0 : 2;
-        }
-        if (stats->parsed()) {
-            // Read-only: no new file, no journal-mode switch, nothing written.
-            auto st = looptune::MeasurementStore::open_read_only(o->store)->stats();
-            if (o->json)
-                print_json(stats_json(st));
-            else
-                print_stats(st);
-            return 0;
-        }
+        if (check->parsed()) return run_store_check(*o);
+        if (stats->parsed()) return run_store_stats(*o);
         LT_CHECK(merge->parsed(), "store: no subcommand parsed");
-        // Check every source first, so a typo does not leave a new empty destination behind.
-        for (const auto &src : o->sources) looptune::MeasurementStore::open_read_only(src);
-        // A new destination is written under a temporary name and renamed once every source is
-        // in: damage deep in a source (found only while copying) leaves no destination at all.
-        const bool fresh = !std::filesystem::exists(o->store);
-        const std::string target =
-            fresh ? fmt::format("{}.tmp.{}", o->store, ::getpid()) : o->store;
-        auto remove_target = [&] {
-            for (const char *suffix : {"", "-wal", "-shm", "-journal"})
-                std::filesystem::remove(target + suffix);
-        };
-        nlohmann::json merged = nlohmann::json::array();
-        looptune::MeasurementStore::Stats st;
-        try {
-            auto dest = looptune::MeasurementStore::open(target);
-            for (const auto &src : o->sources) {
-                int64_t skipped = 0;
-                int64_t added = dest->merge_from(src, &skipped);
-                merged.push_back({{"source", src}, {"added", added}, {"skipped_invalid", skipped}});
-                if (!o->json)
-                    fmt::print("{}: {} measurements added{}\n", src, added,
-                               skipped
-                                   ? fmt::format(", {} rows with invalid values skipped", skipped)
-                                   : "");
-            }
-            st = dest->stats();
-            dest.reset();  // closing checkpoints the WAL into the file before the rename
-            if (fresh) std::filesystem::rename(target, o->store);
-        } catch (...) {
-            if (fresh) remove_target();
-            throw;
-        }
-        st.path = o->store;
-        if (o->json)
-            print_json({{"merged", merged}, {"store", stats_json(st)}});
-        else
-            print_stats(st);
-        return 0;
+        return run_store_merge(*o);
     };
 }
 

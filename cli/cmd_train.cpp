@@ -62,14 +62,14 @@ static void add_enum_option(CLI::App *cmd, const std::string &flag, E *field,
         ->default_str(looptune::name(*field));
 }
 
-Run add_train(CLI::App &app) {
-    auto *cmd = app.add_subcommand("train", "Train a DQN or Ape-X policy (LibTorch, in process)");
-    struct Opts {
-        looptune::TrainConfig c;
-        bool json = false, quiet = false, no_plots = false;
-    };
-    auto o = std::make_shared<Opts>();
-    auto &c = o->c;
+struct TrainOptions {
+    looptune::TrainConfig c;
+    bool json = false, quiet = false, no_plots = false;
+};
+
+namespace {
+
+void add_train_run_options(CLI::App *cmd, looptune::TrainConfig &c) {
     cmd->add_option("--dataset", c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--out", c.out_dir, "Run directory: checkpoint, policy, metrics, plots")
         ->required();
@@ -122,6 +122,9 @@ Run add_train(CLI::App &app) {
         "--store", c.store_path,
         "Measurement store (default RUN_DIR/store.sqlite); with --distributed mpi, %h becomes the "
         "host name and the node stores are merged into RUN_DIR/store.sqlite at the end");
+}
+
+void add_train_learner_options(CLI::App *cmd, looptune::TrainConfig &c) {
     add_enum_option(cmd, "--encoder", &c.encoder, {looptune::Encoder::Mlp, looptune::Encoder::Gnn},
                     "mlp or gnn");
     cmd->add_option("--hidden", c.hidden, "Hidden width")
@@ -160,6 +163,9 @@ Run add_train(CLI::App &app) {
     cmd->add_option("--grad-clip", c.grad_clip, "Gradient norm clip")
         ->capture_default_str()
         ->check(positive());
+}
+
+void add_train_exploration_options(CLI::App *cmd, looptune::TrainConfig &c) {
     cmd->add_option("--eps-start", c.eps_start, "DQN: initial epsilon")
         ->capture_default_str()
         ->check(unit_interval());
@@ -193,6 +199,10 @@ Run add_train(CLI::App &app) {
                     "MPI: seconds a rank may stay silent before the run stops")
         ->capture_default_str()
         ->check(positive());
+}
+
+void add_train_output_options(CLI::App *cmd, TrainOptions &o) {
+    auto &c = o.c;
     cmd->add_option("--checkpoint-every", c.checkpoint_every, "Env steps between checkpoints")
         ->capture_default_str()
         ->check(at_least(1));
@@ -209,81 +219,101 @@ Run add_train(CLI::App &app) {
         "--profile", c.profile,
         "Time each phase of the run (env step: lookups, compiles, measurements; encoding, acting, "
         "replay sampling, updates, checkpoints) and print the split; dqn only");
-    cmd->add_flag("--no-plots", o->no_plots, "Skip the PNG training curves");
-    cmd->add_flag("--quiet", o->quiet, "No progress lines");
-    cmd->add_flag("--json", o->json, "Machine-readable summary on stdout");
-    return [o] {
-        const bool tty = ::isatty(2);
-        if (!o->quiet) {
-            o->c.progress = [tty](const std::string &line) {
-                if (tty)
-                    fmt::print(stderr, "\r\033[K{}", line);
-                else
-                    fmt::print(stderr, "{}\n", line);
-            };
-            o->c.note = [tty](const std::string &line) {
-                fmt::print(stderr, "{}{}\n", tty ? "\r\033[K" : "", line);
-            };
-        }
-        looptune::TrainSummary s = looptune::train(o->c);
-        if (!s.primary) return 0;  // an MPI actor rank: rank 0 reports and writes the run directory
-        if (tty && !o->quiet) fmt::print(stderr, "\n");
-        std::string plot;
-        if (!o->no_plots && looptune::gnuplot_available()) {
-            plot = o->c.out_dir + "/training.png";
-            plot_training(s.metrics_path, plot);
-        }
-        if (o->json) {
-            nlohmann::json j = {{"out", o->c.out_dir},
-                                {"trainer", name(o->c.trainer)},
-                                {"env_steps", s.env_steps},
-                                {"episodes", s.episodes},
-                                {"updates", s.updates},
-                                {"seconds", s.seconds},
-                                {"eval_speedup", s.eval_speedup},
-                                {"eval_seed_gain", s.eval_seed_gain},
-                                {"resumed", s.resumed},
-                                {"policy", s.policy_path},
-                                {"metrics", s.metrics_path},
-                                {"plot", plot},
-                                {"failed", nlohmann::json::array()}};
-            for (const auto &[file, reason] : s.failed)
-                j["failed"].push_back({{"benchmark", file}, {"error", reason}});
-            if (o->c.profile) {
-                j["profile"] = nlohmann::json::array();
-                for (const auto &e : s.profile)
-                    j["profile"].push_back(
-                        {{"phase", e.phase}, {"seconds", e.seconds}, {"count", e.count}});
-            }
-            print_json(j);
-        } else {
-            if (o->c.profile) {
-                double total =
-                    0;  // of this session (a resumed run's summary counts earlier ones too)
-                for (const auto &e : s.profile)
-                    if (e.phase.rfind("  ", 0) != 0) total += e.seconds;
-                fmt::print("{:<52} {:>9} {:>7} {:>10}\n", "phase", "seconds", "share", "count");
-                for (const auto &e : s.profile)
-                    fmt::print("{:<52} {:>9.3f} {:>6.1f}% {:>10}\n", e.phase, e.seconds,
-                               100 * e.seconds / std::max(total, 1e-9),
-                               e.count ? std::to_string(e.count) : "");
-            }
-            fmt::print("{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {}\n",
-                       s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
-                       s.eval_speedup < 0 ? std::string("- (not evaluated)")
-                                          : fmt::format("{:.2f}x", s.eval_speedup));
-            if (s.eval_seed_gain > 0)
-                fmt::print(
-                    "test geomean gain over tune's seeds (best of seeds and rollouts from "
-                    "them / best seed): {:.3f}x\n",
-                    s.eval_seed_gain);
-            fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,
-                       plot.empty() ? "" : "\ncurves: " + plot);
-            for (const auto &[file, reason] : s.failed)
-                fmt::print("failed evaluation benchmark (left out): {}: {}\n", file, reason);
-        }
-        return s.failed.empty() ? 0 : 2;  // trained, but some evaluation benchmark failed
-    };
+    cmd->add_flag("--no-plots", o.no_plots, "Skip the PNG training curves");
+    cmd->add_flag("--quiet", o.quiet, "No progress lines");
+    cmd->add_flag("--json", o.json, "Machine-readable summary on stdout");
+}
+
+nlohmann::json train_json(const TrainOptions &o, const looptune::TrainSummary &s,
+                          const std::string &plot) {
+    nlohmann::json j = {{"out", o.c.out_dir},
+                        {"trainer", name(o.c.trainer)},
+                        {"env_steps", s.env_steps},
+                        {"episodes", s.episodes},
+                        {"updates", s.updates},
+                        {"seconds", s.seconds},
+                        {"eval_speedup", s.eval_speedup},
+                        {"eval_seed_gain", s.eval_seed_gain},
+                        {"resumed", s.resumed},
+                        {"policy", s.policy_path},
+                        {"metrics", s.metrics_path},
+                        {"plot", plot},
+                        {"failed", nlohmann::json::array()}};
+    for (const auto &[file, reason] : s.failed)
+        j["failed"].push_back({{"benchmark", file}, {"error", reason}});
+    if (o.c.profile) {
+        j["profile"] = nlohmann::json::array();
+        for (const auto &e : s.profile)
+            j["profile"].push_back(
+                {{"phase", e.phase}, {"seconds", e.seconds}, {"count", e.count}});
+    }
+    return j;
+}
+
+void print_train(const TrainOptions &o, const looptune::TrainSummary &s, const std::string &plot) {
+    if (o.c.profile) {
+        double total = 0;  // of this session (a resumed run's summary counts earlier ones too)
+        for (const auto &e : s.profile)
+            if (e.phase.rfind("  ", 0) != 0) total += e.seconds;
+        fmt::print("{:<52} {:>9} {:>7} {:>10}\n", "phase", "seconds", "share", "count");
+        for (const auto &e : s.profile)
+            fmt::print("{:<52} {:>9.3f} {:>6.1f}% {:>10}\n", e.phase, e.seconds,
+                       100 * e.seconds / std::max(total, 1e-9),
+                       e.count ? std::to_string(e.count) : "");
+    }
+    fmt::print("{} steps, {} episodes, {} updates in {:.0f} s{}; test geomean speedup {}\n",
+               s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
+               s.eval_speedup < 0 ? std::string("- (not evaluated)")
+                                  : fmt::format("{:.2f}x", s.eval_speedup));
+    if (s.eval_seed_gain > 0)
+        fmt::print(
+            "test geomean gain over tune's seeds (best of seeds and rollouts from "
+            "them / best seed): {:.3f}x\n",
+            s.eval_seed_gain);
+    fmt::print("policy: {}\nmetrics: {}{}\n", s.policy_path, s.metrics_path,
+               plot.empty() ? "" : "\ncurves: " + plot);
+    for (const auto &[file, reason] : s.failed)
+        fmt::print("failed evaluation benchmark (left out): {}: {}\n", file, reason);
+}
+
+int run_train(TrainOptions &o) {
+    const bool tty = ::isatty(2);
+    if (!o.quiet) {
+        o.c.progress = [tty](const std::string &line) {
+            if (tty)
+                fmt::print(stderr, "\r\033[K{}", line);
+            else
+                fmt::print(stderr, "{}\n", line);
+        };
+        o.c.note = [tty](const std::string &line) {
+            fmt::print(stderr, "{}{}\n", tty ? "\r\033[K" : "", line);
+        };
+    }
+    looptune::TrainSummary s = looptune::train(o.c);
+    if (!s.primary) return 0;  // an MPI actor rank: rank 0 reports and writes the run directory
+    if (tty && !o.quiet) fmt::print(stderr, "\n");
+    std::string plot;
+    if (!o.no_plots && looptune::gnuplot_available()) {
+        plot = o.c.out_dir + "/training.png";
+        plot_training(s.metrics_path, plot);
+    }
+    if (o.json)
+        print_json(train_json(o, s, plot));
+    else
+        print_train(o, s, plot);
+    return s.failed.empty() ? 0 : 2;  // trained, but some evaluation benchmark failed
+}
+
+}  // namespace
+
+Run add_train(CLI::App &app) {
+    auto *cmd = app.add_subcommand("train", "Train a DQN or Ape-X policy (LibTorch, in process)");
+    auto o = std::make_shared<TrainOptions>();
+    add_train_run_options(cmd, o->c);
+    add_train_learner_options(cmd, o->c);
+    add_train_exploration_options(cmd, o->c);
+    add_train_output_options(cmd, *o);
+    return [o] { return run_train(*o); };
 }
 
 }  // namespace looptool::cli

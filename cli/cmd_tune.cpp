@@ -5,9 +5,11 @@
 #include <functional>
 
 #include "cli/commands.h"
+#include "cli/each_benchmark.h"
 #include "cli/validators.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
 #include "util/stats.h"
@@ -98,218 +100,226 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 
 }  // namespace
 
-Run add_tune(CLI::App &app) {
-    auto *cmd = app.add_subcommand(
-        "tune", "Tune benchmarks with a trained policy guiding a small measured search");
-    struct Opts {
-        std::vector<std::string> benches, matmuls, convs;
-        std::string policy, store;
-        bool json = false, verify = false;
-        int64_t max_memory = 0;
-        looptune::GuidedConfig guided;
-    };
-    auto o = std::make_shared<Opts>();
-    cmd->add_option("--bench", o->benches, "Benchmark file (repeatable: one policy load for all)");
+struct TuneOptions {
+    std::vector<std::string> benches, matmuls, convs;
+    std::string policy, store;
+    bool json = false, verify = false;
+    int64_t max_memory = 0;
+    looptune::GuidedConfig guided;
+};
+
+namespace {
+
+void add_tune_options(CLI::App *cmd, TuneOptions &o) {
+    cmd->add_option("--bench", o.benches, "Benchmark file (repeatable: one policy load for all)");
     cmd->add_option(
-        "--matmul", o->matmuls,
+        "--matmul", o.matmuls,
         "A matmul by its shape M,N,K (C = A B, A is M x K; repeatable), no file needed");
-    cmd->add_option("--conv", o->convs,
+    cmd->add_option("--conv", o.convs,
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW (images, input channels, input "
                     "rows and columns, output channels, kernel rows and columns; stride 1, no "
                     "padding; repeatable)");
-    cmd->add_option("--policy", o->policy,
-                    "Policy file (default: the shipped policies/default.pt)");
-    cmd->add_option("--store", o->store, "SQLite measurement store");
-    cmd->add_option("--budget-s", o->guided.budget_s,
+    cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.pt)");
+    cmd->add_option("--store", o.store, "SQLite measurement store");
+    cmd->add_option("--budget-s", o.guided.budget_s,
                     "Wall-clock budget of the search per benchmark (the seeds and the greedy "
                     "rollout are measured whatever it is, at least one call each: a shape whose "
                     "one call takes a tenth of it or more takes longer, and says so)")
         ->capture_default_str()
         ->check(positive());
-    cmd->add_flag("--greedy", o->guided.greedy,
+    cmd->add_flag("--greedy", o.guided.greedy,
                   "Only the policy's greedy rollout (no search around it)");
-    cmd->add_flag("--full-measurements{false}", o->guided.bounded_measurements,
+    cmd->add_flag("--full-measurements{false}", o.guided.bounded_measurements,
                   "Measure every state with the environment's full protocol (slower) instead of "
                   "the search's bounded one: fewer calls, cut at 4.5 calls of the best so far");
-    cmd->add_option("--steps", o->guided.max_steps,
+    cmd->add_option("--steps", o.guided.max_steps,
                     "Actions from the naive nest (0: the policy's episode plus 8 per loop "
                     "longer than 256)")
         ->capture_default_str()
         ->check(at_least(0));
-    cmd->add_option("--batch-slice", o->guided.batch_slice,
+    cmd->add_option("--batch-slice", o.guided.batch_slice,
                     "Search a batched conv2d on this many images and apply the result to the "
                     "whole batch (0: search on the whole batch; else at least 2; the figures "
                     "are then the slice's)")
         ->capture_default_str()
         ->check(at_least(0));
-    cmd->add_option("--band-gflops", o->guided.band_gflops,
+    cmd->add_option("--band-gflops", o.guided.band_gflops,
                     "Search a large conv2d (or its batch slice) on a band of its output rows "
                     "with at least this many GFLOPs, when that is at most half of them, and "
                     "apply the result to every row (the figures reported are then the "
                     "band's; 0: search on every row)")
         ->capture_default_str()
         ->check(non_negative());
-    cmd->add_option("--prefix-gflops", o->guided.prefix_gflops,
+    cmd->add_option("--prefix-gflops", o.guided.prefix_gflops,
                     "Measure a kernel of more than 8x this many GFLOPs on the first iterations "
                     "of its own outermost loop, about this many GFLOPs, while searching (the "
                     "figures reported are then the prefixes'; 0: whole kernels)")
         ->capture_default_str()
         ->check(non_negative());
-    cmd->add_option("--robust-margin", o->guided.robust_margin,
+    cmd->add_option("--robust-margin", o.guided.robust_margin,
                     "Take a kernel up to this fraction slower than the fastest measured when the "
                     "fastest reads again from beyond L2 in short runs and this one does not "
                     "(those slow down 2-8x while other cores use the L3; 0: the fastest)")
         ->capture_default_str()
         ->check(finite_in(0, 0.5));
-    cmd->add_flag("--verify", o->verify,
+    cmd->add_flag("--verify", o.verify,
                   "Check every newly compiled kernel against the reference interpreter");
-    add_max_memory_option(cmd, o->max_memory);
-    cmd->add_flag("--json", o->json, "Machine-readable output");
-    return [o] {
-        const std::vector<Target> todo = targets(o->benches, o->matmuls, o->convs);
-        // Loading LibTorch's shared libraries (~1.4 s at process start) is not part of this:
-        // each benchmark's time runs from its file being read to its final measurement.
-        auto t_load = std::chrono::steady_clock::now();
-        const std::string path = o->policy.empty() ? looptune::default_policy_path() : o->policy;
-        looptune::Policy policy = looptune::Policy::load(path);
-        looptune::EnvConfig base;
-        base.store_path = o->store;
-        base.verify = o->verify;
-        base.max_memory = o->max_memory;
-        base.reference.progress = true;
-        looptune::Environment env(policy.env_config(base));
-        const double load_s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-        nlohmann::json results = nlohmann::json::array();
-        int failed = 0;
-        for (const Target &target : todo) {
-            const std::string &bench = target.label;
-            // Over several benchmarks, one that fails is reported and recorded and the run goes on.
-            try {
-                const auto t0 = std::chrono::steady_clock::now();
-                Program start = target.load();
-                const looptune::Environment::Counters before = env.counters();
-                looptune::GuidedResult r = looptune::guided_search(policy, env, start, o->guided);
-                const double elapsed =
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                const double peak = env.max_gflops();
-                const double compile_s = env.counters().compile_seconds - before.compile_seconds,
-                             measure_s = env.counters().measure_seconds - before.measure_seconds;
-                const looptune::PolicyTuneResult &g = r.greedy;
-                const std::vector<std::string> best = action_names(r.actions),
-                                               rollout = action_names(g.actions),
-                                               seed = action_names(r.best_seed_actions);
-                // What the chosen kernel moves beyond L2 (looptool/measure/traffic.h).
-                const looptool::TrafficEstimate traffic = looptool::estimate_traffic(
-                    *r.best.comp, r.best.tree, looptool::private_cache_bytes());
-                nlohmann::json seeds = nlohmann::json::array();
-                for (const auto &[name, gflops] : r.seed_gflops)
-                    seeds.push_back({{"name", name}, {"gflops", gflops}});
-                if (o->json) {
-                    results.push_back({{"benchmark", start.comp->name},
-                                       {"policy", path},
-                                       {"mode", o->guided.greedy ? "greedy" : "guided"},
-                                       {"gflops", r.best_gflops},
-                                       {"base_gflops", r.base_gflops},
-                                       {"base_cut_short", r.base_cut_short},
-                                       {"speedup", r.best_gflops / r.base_gflops},
-                                       {"fraction_of_peak", r.best_gflops / peak},
-                                       {"best_actions", best},
-                                       {"found_by", r.found_by},
-                                       {"passed_over_gflops", r.passed_over_gflops},
-                                       {"l2_traffic_ratio", traffic.ratio()},
-                                       {"shared_cache_ratio", traffic.shared_cache_ratio()},
-                                       {"best_seed", r.best_seed},
-                                       {"best_seed_gflops", r.best_seed_gflops},
-                                       {"best_seed_actions", seed},
-                                       {"same_as_seed", r.same_as_seed},
-                                       {"seed_rounds", r.seed_rounds},
-                                       {"best_rounds", r.best_rounds},
-                                       {"seeds", seeds},
-                                       {"greedy_gflops", g.best_gflops},
-                                       {"greedy_actions", rollout},
-                                       {"greedy_step_gflops", g.step_gflops},
-                                       {"max_steps", r.max_steps},
-                                       {"slice_images", r.slice_images},
-                                       {"batch", r.batch},
-                                       {"band_rows", r.band_rows},
-                                       {"rows", r.rows},
-                                       {"prefix_measurements", r.prefix_measurements},
-                                       {"rollouts", r.rollouts},
-                                       {"budget_s", o->guided.budget_s},
-                                       {"call_seconds", r.call_seconds},
-                                       {"schedules", r.schedules},
-                                       {"seconds", elapsed},
-                                       {"compile_seconds", compile_s},
-                                       {"measure_seconds", measure_s},
-                                       {"policy_load_seconds", load_s},
-                                       {"program", serialize(r.best)}});
-                } else {
-                    if (todo.size() == 1) fmt::print("{}", dump(r.best));
-                    fmt::print(
-                        "{}: best {:.1f} GFLOPS ({:.1f}% of peak {:.0f}), {}{:.2f}x the naive "
-                        "nest ({:.1f} GFLOPS{}), {} actions found by {}: {}\n",
-                        start.comp->name, r.best_gflops, 100 * r.best_gflops / peak, peak,
-                        r.base_cut_short ? ">= " : "", r.best_gflops / r.base_gflops, r.base_gflops,
-                        r.base_cut_short ? ", cut short by the search's bound" : "", best.size(),
-                        r.found_by, fmt::join(best, " "));
-                    fmt::print(
-                        "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, "
-                        "at most {} actions; {:.3f} s\n",
-                        g.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
-                    // Over the budget (by more than the finalists' last measurements can):
-                    // where the time went, rather than a 0.5 s budget and 9 s of tuning
-                    // unexplained (long calls: mm2048_2048_2048, 158 ms a call).
-                    if (!o->guided.greedy && elapsed > 1.2 * o->guided.budget_s)
-                        fmt::print(
-                            "  over the {:g} s budget: {:.2f} s compiling, {:.2f} s measuring; "
-                            "the seeds and the greedy rollout are measured whatever the budget, "
-                            "at least one call each (one call of the chosen kernel: {:.1f} "
-                            "ms{})\n",
-                            o->guided.budget_s, compile_s, measure_s, 1e3 * r.call_seconds,
-                            r.slice_images > 0 || r.band_rows > 0 ? ", on the part searched" : "");
-                    if (r.passed_over_gflops > 0)
-                        fmt::print(
-                            "  passed over a kernel measured at {:.1f} GFLOPS: it reads again "
-                            "from beyond L2 in short runs (slow while other cores use the L3)\n",
-                            r.passed_over_gflops);
-                    if (!r.best_seed.empty()) fmt::print("  {}\n", seed_attribution(r));
-                    if (r.slice_images > 0)
-                        fmt::print(
-                            "  searched on {} of its {} images (--batch-slice): every figure "
-                            "is theirs; the actions apply to the whole batch\n",
-                            r.slice_images, r.batch);
-                    if (r.band_rows > 0)
-                        fmt::print(
-                            "  searched on {} of its {} output rows (--band-gflops): every figure "
-                            "is theirs; the actions apply to every row\n",
-                            r.band_rows, r.rows);
-                    if (r.prefix_measurements > 0)
-                        fmt::print(
-                            "  {} measurements on the first iterations of a kernel's outermost "
-                            "loop (--prefix-gflops): the figures above are estimates from them\n",
-                            r.prefix_measurements);
-                }
-            } catch (const std::exception &e) {
-                if (todo.size() == 1) throw;
-                const std::string what = e.what(), first = what.substr(0, what.find('\n'));
-                const std::string why = first.rfind(bench, 0) == 0 ? first : bench + ": " + first;
-                ++failed;
-                fmt::print(stderr, "error: {} (recorded as failed; going on)\n", why);
-                if (o->json)
-                    results.push_back(
-                        {{"benchmark", bench}, {"policy", path}, {"failed", true}, {"error", why}});
-                else
-                    fmt::print("FAILED: {}\n", why);
+    add_max_memory_option(cmd, o.max_memory);
+    cmd->add_flag("--json", o.json, "Machine-readable output");
+}
+
+/// One benchmark's result as `tune --json` gives it.
+nlohmann::json tune_json(const Program &start, const looptune::GuidedResult &r,
+                         const TuneOptions &o, const std::string &policy, double peak) {
+    const looptune::PolicyTuneResult &g = r.greedy;
+    // What the chosen kernel moves beyond L2 (looptool/measure/traffic.h).
+    const looptool::TrafficEstimate traffic =
+        looptool::estimate_traffic(*r.best.comp, r.best.tree, looptool::private_cache_bytes());
+    nlohmann::json seeds = nlohmann::json::array();
+    for (const auto &[name, gflops] : r.seed_gflops)
+        seeds.push_back({{"name", name}, {"gflops", gflops}});
+    return {{"benchmark", start.comp->name},
+            {"policy", policy},
+            {"mode", o.guided.greedy ? "greedy" : "guided"},
+            {"gflops", r.best_gflops},
+            {"base_gflops", r.base_gflops},
+            {"base_cut_short", r.base_cut_short},
+            {"speedup", r.best_gflops / r.base_gflops},
+            {"fraction_of_peak", r.best_gflops / peak},
+            {"best_actions", action_names(r.actions)},
+            {"found_by", r.found_by},
+            {"passed_over_gflops", r.passed_over_gflops},
+            {"l2_traffic_ratio", traffic.ratio()},
+            {"shared_cache_ratio", traffic.shared_cache_ratio()},
+            {"best_seed", r.best_seed},
+            {"best_seed_gflops", r.best_seed_gflops},
+            {"best_seed_actions", action_names(r.best_seed_actions)},
+            {"same_as_seed", r.same_as_seed},
+            {"seed_rounds", r.seed_rounds},
+            {"best_rounds", r.best_rounds},
+            {"seeds", seeds},
+            {"greedy_gflops", g.best_gflops},
+            {"greedy_actions", action_names(g.actions)},
+            {"greedy_step_gflops", g.step_gflops},
+            {"max_steps", r.max_steps},
+            {"slice_images", r.slice_images},
+            {"batch", r.batch},
+            {"band_rows", r.band_rows},
+            {"rows", r.rows},
+            {"prefix_measurements", r.prefix_measurements},
+            {"rollouts", r.rollouts},
+            {"budget_s", o.guided.budget_s},
+            {"call_seconds", r.call_seconds},
+            {"schedules", r.schedules},
+            {"program", serialize(r.best)}};
+}
+
+/// Where the time went and what the figures are, in lines below the result.
+void print_tune_notes(const looptune::GuidedResult &r, const TuneOptions &o, double elapsed,
+                      double compile_s, double measure_s) {
+    // Over the budget (by more than the finalists' last measurements can): where the time went.
+    if (!o.guided.greedy && elapsed > 1.2 * o.guided.budget_s)
+        fmt::print(
+            "  over the {:g} s budget: {:.2f} s compiling, {:.2f} s measuring; the seeds and "
+            "the greedy rollout are measured whatever the budget, at least one call each "
+            "(one call of the chosen kernel: {:.1f} ms{})\n",
+            o.guided.budget_s, compile_s, measure_s, 1e3 * r.call_seconds,
+            r.slice_images > 0 || r.band_rows > 0 ? ", on the part searched" : "");
+    if (r.passed_over_gflops > 0)
+        fmt::print(
+            "  passed over a kernel measured at {:.1f} GFLOPS: it reads again from beyond L2 "
+            "in short runs (slow while other cores use the L3)\n",
+            r.passed_over_gflops);
+    if (!r.best_seed.empty()) fmt::print("  {}\n", seed_attribution(r));
+    if (r.slice_images > 0)
+        fmt::print(
+            "  searched on {} of its {} images (--batch-slice): every figure is theirs; the "
+            "actions apply to the whole batch\n",
+            r.slice_images, r.batch);
+    if (r.band_rows > 0)
+        fmt::print(
+            "  searched on {} of its {} output rows (--band-gflops): every figure is "
+            "theirs; the actions apply to every row\n",
+            r.band_rows, r.rows);
+    if (r.prefix_measurements > 0)
+        fmt::print(
+            "  {} measurements on the first iterations of a kernel's outermost loop "
+            "(--prefix-gflops): the figures above are estimates from them\n",
+            r.prefix_measurements);
+}
+
+void print_tune(const Program &start, const looptune::GuidedResult &r, const TuneOptions &o,
+                double peak, double elapsed, bool tree) {
+    const std::vector<std::string> best = action_names(r.actions);
+    if (tree) fmt::print("{}", dump(r.best));
+    fmt::print(
+        "{}: best {:.1f} GFLOPS ({:.1f}% of peak {:.0f}), {}{:.2f}x the naive nest ({:.1f} "
+        "GFLOPS{}), {} actions found by {}: {}\n",
+        start.comp->name, r.best_gflops, 100 * r.best_gflops / peak, peak,
+        r.base_cut_short ? ">= " : "", r.best_gflops / r.base_gflops, r.base_gflops,
+        r.base_cut_short ? ", an upper bound: its measurement was cut short" : "", best.size(),
+        r.found_by, fmt::join(best, " "));
+    fmt::print(
+        "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, at most {} "
+        "actions; {:.3f} s\n",
+        r.greedy.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
+}
+
+int run_tune(const TuneOptions &o) {
+    const std::vector<Target> todo = targets(o.benches, o.matmuls, o.convs);
+    // Loading LibTorch's shared libraries (~1.4 s at process start) is not part of this:
+    // each benchmark's time runs from its file being read to its final measurement.
+    const auto t_load = std::chrono::steady_clock::now();
+    const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+    const looptune::Policy policy = looptune::Policy::load(path);
+    looptune::EnvConfig base;
+    base.store_path = o.store;
+    base.verify = o.verify;
+    base.max_memory = o.max_memory;
+    base.reference.progress = true;
+    looptune::Environment env(policy.env_config(base));
+    const double load_s = looptool::seconds_since(t_load);
+    nlohmann::json results = nlohmann::json::array();
+    std::vector<std::string> labels;
+    for (const Target &t : todo) labels.push_back(t.label);
+    const int failed = each_benchmark(
+        labels, o.json, results, {{"policy", path}},
+        [&](size_t i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const Program start = todo[i].load();
+            const looptune::Environment::Counters before = env.counters();
+            const looptune::GuidedResult r = looptune::guided_search(policy, env, start, o.guided);
+            const double elapsed = looptool::seconds_since(t0);
+            const double compile_s = env.counters().compile_seconds - before.compile_seconds,
+                         measure_s = env.counters().measure_seconds - before.measure_seconds;
+            if (o.json) {
+                nlohmann::json j = tune_json(start, r, o, path, env.max_gflops());
+                j.update({{"seconds", elapsed},
+                          {"compile_seconds", compile_s},
+                          {"measure_seconds", measure_s},
+                          {"policy_load_seconds", load_s}});
+                results.push_back(j);
+                return;
             }
-        }
-        if (o->json)
-            print_json(results.size() == 1 ? results[0] : results);
-        else
-            fmt::print("policy {} (loaded in {:.3f} s)\n", path, load_s);
-        if (failed) fmt::print(stderr, "{} of {} benchmarks failed\n", failed, todo.size());
-        return failed ? 2 : 0;  // 2: the run finished, some benchmarks failed
-    };
+            print_tune(start, r, o, env.max_gflops(), elapsed, todo.size() == 1);
+            print_tune_notes(r, o, elapsed, compile_s, measure_s);
+        },
+        [](size_t, const std::string &why) { return "FAILED: " + why; });
+    if (o.json)
+        print_json(results.size() == 1 ? results[0] : results);
+    else
+        fmt::print("policy {} (loaded in {:.3f} s)\n", path, load_s);
+    return finish_benchmarks(failed, todo.size());
+}
+
+}  // namespace
+
+Run add_tune(CLI::App &app) {
+    auto *cmd = app.add_subcommand(
+        "tune", "Tune benchmarks with a trained policy guiding a small measured search");
+    auto o = std::make_shared<TuneOptions>();
+    add_tune_options(cmd, *o);
+    return [o] { return run_tune(*o); };
 }
 
 }  // namespace looptool::cli
