@@ -16,10 +16,10 @@ namespace looptool::cli {
 /// (recorded as failed; going on)" on stderr, then with `json` the row {benchmark, failed,
 /// error} (plus `extra`'s fields) in `results`, else `failed_line(i, why)` on stdout. Returns the
 /// number that failed.
-inline int each_benchmark(const std::vector<std::string> &labels, bool json,
-                          nlohmann::json &results, const nlohmann::json &extra,
-                          const std::function<void(size_t)> &one,
-                          const std::function<std::string(size_t, const std::string &)> &failed_line) {
+inline int each_benchmark(
+    const std::vector<std::string> &labels, bool json, nlohmann::json &results,
+    const nlohmann::json &extra, const std::function<void(size_t)> &one,
+    const std::function<std::string(size_t, const std::string &)> &failed_line) {
     int failed = 0;
     for (size_t i = 0; i < labels.size(); ++i) {
         try {
