@@ -25,7 +25,6 @@
 
 namespace looptool::detail {
 
-
 using llvm::BasicBlock;
 using llvm::IRBuilder;
 using llvm::PHINode;
