@@ -222,6 +222,28 @@ int ActionSpace::index_of(Action a) const {
     return -1;
 }
 
+/// A packed block's copy nest and the loops it shares with its user (Nest::shared) stay as
+/// `pack` made them: a change to one side only would copy a block the other does not read.
+static const char *packed_block_rule(const LoopTree &t, LoopTree::Pos pos, Action a) {
+    if (a == Action::Up || a == Action::Down) return nullptr;
+    const Nest &nest = t.nests[size_t(pos.nest)];
+    const Loop &cur = nest.loops[size_t(pos.depth)];
+    if (nest.shared > 0) return "the loop belongs to the copy nest of a packed block";
+    const int shared = pos.nest > 0 ? t.nests[size_t(pos.nest - 1)].shared : 0;
+    if (pos.depth < shared || (shared > 0 && a == Action::SwapUp && pos.depth == shared))
+        return "the loop is shared with the copy nest of a packed block";
+    if (a == Action::Merge)
+        for (int d = pos.depth - 1; d >= 0; --d)
+            if (nest.loops[size_t(d)].var == cur.var) {
+                if (d < shared) return "the loop is shared with the copy nest of a packed block";
+                break;
+            }
+    if (a == Action::Flatten || a == Action::Pack)
+        for (const Nest &other : t.nests)
+            if (other.shared > 0) return "the program has a packed block already";
+    return nullptr;
+}
+
 const char *why_illegal(const Program &p, Action a) {
     const LoopTree &t = p.tree;
     const int n = t.num_loops();
@@ -231,24 +253,7 @@ const char *why_illegal(const Program &p, Action a) {
     const Loop &cur = nest.loops[size_t(pos.depth)];
     const int last = int(nest.loops.size()) - 1;
 
-    // A packed block's copy nest and the loops it shares with its user (Nest::shared) stay as
-    // `pack` made them: a change to one side only would copy a block the other does not read.
-    if (a != Action::Up && a != Action::Down) {
-        if (nest.shared > 0) return "the loop belongs to the copy nest of a packed block";
-        const int shared = pos.nest > 0 ? t.nests[size_t(pos.nest - 1)].shared : 0;
-        if (pos.depth < shared || (shared > 0 && a == Action::SwapUp && pos.depth == shared))
-            return "the loop is shared with the copy nest of a packed block";
-        if (a == Action::Merge)
-            for (int d = pos.depth - 1; d >= 0; --d)
-                if (nest.loops[size_t(d)].var == cur.var) {
-                    if (d < shared)
-                        return "the loop is shared with the copy nest of a packed block";
-                    break;
-                }
-        if (a == Action::Flatten || a == Action::Pack)
-            for (const Nest &other : t.nests)
-                if (other.shared > 0) return "the program has a packed block already";
-    }
+    if (const char *why = packed_block_rule(t, pos, a)) return why;
 
     if (int f = split_factor(a)) {
         int64_t inner = inner_coverage(nest, pos.depth);
