@@ -239,24 +239,9 @@ private:
 
 }  // namespace
 
-PYBIND11_MODULE(_core, m) {
-    m.doc() = "looptune's C++ core (use the looptune package, not this module)";
-    static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
-    py::register_exception_translator([](std::exception_ptr p) {
-        try {
-            if (p) std::rethrow_exception(p);
-        } catch (const Error &e) {
-            PyErr_SetString(error.ptr(), e.what());
-        } catch (const InternalError &e) {
-            PyErr_SetString(PyExc_AssertionError, e.what());
-        }
-    });
+namespace {
 
-    m.attr("LOOP_FEATURES") = looptune::kLoopFeatures;
-    m.attr("STRIDE_BUCKETS") = looptune::kStrideBuckets;
-    m.attr("PREV_ACTIONS") = looptune::kPrevActions;
-    m.attr("GRAPH_VERTEX_FEATURES") = looptune::kGraphVertexFeatures;
-
+void bind_core(py::module_ &m) {
     py::class_<Core>(m, "Core")
         .def(
             py::init<std::optional<std::string>, std::optional<std::string>, const std::string &,
@@ -296,80 +281,121 @@ PYBIND11_MODULE(_core, m) {
                 return py::make_tuple(r.ok, r.max_error_ratio);
             },
             py::arg("tolerance") = 1.0);
+}
 
-    m.def(
-        "tune",
-        [](const std::string &benchmark, std::optional<std::string> policy,
-           std::optional<std::string> store, double budget_s, bool greedy) {
-            py::gil_scoped_release release;
-            const std::string path = policy.value_or(looptune::default_policy_path());
-            looptune::Policy pol = looptune::Policy::load(path);
-            looptune::EnvConfig base;
-            base.store_path = store.value_or("");
-            Environment env(pol.env_config(base));
-            looptune::GuidedConfig g;
-            g.budget_s = budget_s;
-            g.greedy = greedy;
-            looptune::GuidedResult r = looptune::guided_search(
-                pol, env, Program::naive(load_program_file(benchmark).comp), g);
-            py::gil_scoped_acquire acquire;
-            py::dict d = result_dict(r);
-            d["policy"] = path;
-            return d;
-        },
-        py::arg("benchmark"), py::arg("policy") = py::none(), py::arg("store") = py::none(),
-        py::arg("budget_s") = looptune::GuidedConfig{}.budget_s, py::arg("greedy") = false);
+/// The computation to tune: a benchmark file, or a matmul (M, N, K) or conv2d
+/// (N, CI, H, W, CO, KH, KW) by its shape.
+Program tune_start(const std::optional<std::string> &benchmark,
+                   const std::optional<std::vector<int64_t>> &matmul,
+                   const std::optional<std::vector<int64_t>> &conv) {
+    if (int(benchmark.has_value()) + int(matmul.has_value()) + int(conv.has_value()) != 1)
+        throw Error(
+            "tune: give exactly one of benchmark, matmul=(M, N, K) or conv=(N, CI, H, W, "
+            "CO, KH, KW)");
+    if (benchmark) return Program::naive(load_program_file(*benchmark).comp);
+    const std::vector<int64_t> &d = matmul ? *matmul : *conv;
+    if (d.size() != (matmul ? 3u : 7u))
+        throw Error(fmt::format("tune: {} takes {} extents, not {}", matmul ? "matmul" : "conv",
+                                matmul ? 3 : 7, d.size()));
+    for (int64_t v : d)
+        if (v < 1 || v > looptool::kMaxExtent)
+            throw Error(fmt::format("tune: extent {} is not in [1, {}]", v, looptool::kMaxExtent));
+    return Program::naive(std::make_shared<const looptool::Computation>(
+        matmul ? looptool::make_matmul(d[0], d[1], d[2])
+               : looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
+}
 
-    m.def(
-        "measure",
-        [](const std::string &benchmark, std::optional<std::string> actions,
-           std::optional<std::string> schedule, bool verify) {
-            py::gil_scoped_release release;
-            const Program p = schedule_of(benchmark, actions, schedule);
-            looptune::EnvConfig cfg;
-            cfg.measure =
-                MeasureOptions{};  // the full protocol of measure.h, not the env's short one
-            Environment env(cfg);
-            env.reset(p);
-            std::optional<Comparison> check;
-            if (verify) check = env.verify(p);
-            py::gil_scoped_acquire acquire;
-            py::dict d;
-            d["gflops"] = env.gflops();
-            d["runtime_s"] = env.runtime_s();
-            d["fraction_of_peak"] = env.gflops() / env.max_gflops();
-            d["program"] = serialize(p);
-            if (check) {
-                d["verified"] = check->ok;
-                d["max_error_ratio"] = check->max_error_ratio;
-            }
-            return d;
-        },
-        py::arg("benchmark"), py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
-        py::arg("verify") = true);
+py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std::string> policy,
+                 std::optional<std::string> store, double budget_s, bool greedy,
+                 const std::optional<std::vector<int64_t>> &matmul,
+                 const std::optional<std::vector<int64_t>> &conv) {
+    const Program start = tune_start(benchmark, matmul, conv);
+    py::gil_scoped_release release;
+    const std::string path = policy.value_or(looptune::default_policy_path());
+    looptune::Policy pol = looptune::Policy::load(path);
+    looptune::EnvConfig base;
+    base.store_path = store.value_or("");
+    Environment env(pol.env_config(base));
+    looptune::GuidedConfig g;
+    g.budget_s = budget_s;
+    g.greedy = greedy;
+    looptune::GuidedResult r = looptune::guided_search(pol, env, start, g);
+    py::gil_scoped_acquire acquire;
+    py::dict d = result_dict(r);
+    d["policy"] = path;
+    return d;
+}
 
-    m.def(
-        "export",
-        [](const std::string &benchmark, const std::string &out, std::optional<std::string> actions,
-           std::optional<std::string> schedule, std::optional<std::string> cpu,
-           std::optional<std::string> name) {
-            py::gil_scoped_release release;
-            ExportOptions o;
-            o.cpu = cpu.value_or("");
-            o.name = name.value_or("");
-            const ExportedKernel k = export_kernel(schedule_of(benchmark, actions, schedule), o);
-            const std::vector<std::string> files = write_exported_kernel(k, out);
-            py::gil_scoped_acquire acquire;
-            py::dict d;
-            d["function"] = k.name;
-            d["cpu"] = k.cpu;
-            d["files"] = files;
-            return d;
-        },
-        py::arg("benchmark"), py::arg("out"), py::arg("actions") = py::none(),
-        py::arg("schedule") = py::none(), py::arg("cpu") = py::none(),
-        py::arg("name") = py::none());
+py::dict py_measure(const std::string &benchmark, std::optional<std::string> actions,
+                    std::optional<std::string> schedule, bool verify) {
+    py::gil_scoped_release release;
+    const Program p = schedule_of(benchmark, actions, schedule);
+    looptune::EnvConfig cfg;
+    cfg.measure = MeasureOptions{};  // the full protocol of measure.h, not the env's short one
+    Environment env(cfg);
+    env.reset(p);
+    std::optional<Comparison> check;
+    if (verify) check = env.verify(p);
+    py::gil_scoped_acquire acquire;
+    py::dict d;
+    d["gflops"] = env.gflops();
+    d["runtime_s"] = env.runtime_s();
+    d["fraction_of_peak"] = env.gflops() / env.max_gflops();
+    d["program"] = serialize(p);
+    if (check) {
+        d["verified"] = check->ok;
+        d["max_error_ratio"] = check->max_error_ratio;
+    }
+    return d;
+}
 
+py::dict py_export(const std::string &benchmark, const std::string &out,
+                   std::optional<std::string> actions, std::optional<std::string> schedule,
+                   std::optional<std::string> cpu, std::optional<std::string> name) {
+    py::gil_scoped_release release;
+    ExportOptions o;
+    o.cpu = cpu.value_or("");
+    o.name = name.value_or("");
+    const ExportedKernel k = export_kernel(schedule_of(benchmark, actions, schedule), o);
+    const std::vector<std::string> files = write_exported_kernel(k, out);
+    py::gil_scoped_acquire acquire;
+    py::dict d;
+    d["function"] = k.name;
+    d["cpu"] = k.cpu;
+    d["files"] = files;
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "looptune's C++ core (use the looptune package, not this module)";
+    m.attr("__version__") = LOOPTUNE_VERSION;
+    static py::exception<Error> error(m, "Error", PyExc_RuntimeError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const Error &e) {
+            PyErr_SetString(error.ptr(), e.what());
+        } catch (const InternalError &e) {
+            PyErr_SetString(PyExc_AssertionError, e.what());
+        }
+    });
+
+    m.attr("LOOP_FEATURES") = looptune::kLoopFeatures;
+    m.attr("STRIDE_BUCKETS") = looptune::kStrideBuckets;
+    m.attr("PREV_ACTIONS") = looptune::kPrevActions;
+    m.attr("GRAPH_VERTEX_FEATURES") = looptune::kGraphVertexFeatures;
+
+    bind_core(m);
+    m.def("tune", &py_tune, py::arg("benchmark") = py::none(), py::arg("policy") = py::none(),
+          py::arg("store") = py::none(), py::arg("budget_s") = looptune::GuidedConfig{}.budget_s,
+          py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none());
+    m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
+          py::arg("schedule") = py::none(), py::arg("verify") = true);
+    m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),
+          py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
+          py::arg("cpu") = py::none(), py::arg("name") = py::none());
     m.def(
         "action_names",
         [](const std::string &space) { return action_names(ActionSpace::preset(space).actions); },

@@ -162,6 +162,19 @@ class ToolTest(unittest.TestCase):
         with self.assertRaisesRegex(looptune.Error, "budget"):
             looptune.tune(bench("mm112_112_128"), budget_s=0)
 
+    def test_tune_by_shape_and_version(self):
+        self.assertRegex(looptune.__version__, r"^\d+\.\d+\.\d+$")
+        r = looptune.tune(matmul=(48, 64, 32), budget_s=0.2)
+        self.assertGreaterEqual(r["gflops"], r["base_gflops"])
+        self.assertTrue(r["program"].startswith("looptool-program"))
+        self.assertIn("name mm48_64_32", r["program"])
+        c = looptune.tune(conv=(1, 8, 10, 10, 16, 3, 3), budget_s=0.2)
+        self.assertGreater(c["gflops"], 0)
+        for bad in ({"matmul": (48, 64)}, {"matmul": (48, 0, 2)}, {},
+                    {"benchmark": bench("mm112_112_128"), "matmul": (1, 2, 3)}):
+            with self.assertRaises(looptune.Error):
+                looptune.tune(**bad)
+
 
 def run_python(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
