@@ -81,16 +81,11 @@ const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_c
     return nullptr;
 }
 
-}  // namespace
-
-const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
-    const Computation &c = *p.comp;
-    const Nest &nest = p.tree.nests[size_t(ni)];
-    const int v = nest.loops[size_t(depth)].var;
-
-    // The inputs the nest reads without v.
-    int tensor = -1;
-    const Access *read = nullptr;
+// The one input T the nest reads without v, and its one access there (`tensor`, `read`).
+const char *find_invariant_read(const Computation &c, const Nest &nest, int v, int &tensor,
+                                const Access *&read) {
+    tensor = -1;
+    read = nullptr;
     for (int s : nest.stmts) {
         std::vector<const Access *> reads;
         collect_reads(c.stmts[size_t(s)].value, reads);
@@ -104,6 +99,59 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
         }
     }
     if (tensor < 0) return "no input of the nest is invariant in this loop";
+    return nullptr;
+}
+
+// Block by block when the loops above `depth` walk T in blocks (at least one of them does) and
+// T is walked below (else there is no block to copy).
+bool walks_in_blocks(const Nest &nest, int depth, const std::vector<bool> &of_t) {
+    bool blocks = false, only_t = true, below = false;
+    for (int d = 0; d < depth; ++d) {
+        const Loop &l = nest.loops[size_t(d)];
+        blocks |= of_t[size_t(l.var)] && l.size + (l.tail > 0) > 1;
+        only_t &= of_t[size_t(l.var)] || (l.size == 1 && l.tail == 0);
+    }
+    for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
+        below |= of_t[size_t(nest.loops[d].var)];
+    return blocks && only_t && below;
+}
+
+// Whether P's planned dimensions differ from T's own layout.
+bool reorders(const PackPlan &plan, const std::vector<int> &layout) {
+    bool reordered = plan.dims.size() != layout.size();
+    for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
+        reordered |= plan.dims[i].inner || plan.dims[i].var != layout[i];
+    return reordered;
+}
+
+// Where T cannot be reordered (`why`): P as T's rows padded to a line, where they do not start
+// one (PackPlan::pad), since a 16-float load of a row that is not 64-byte aligned straddles two
+// lines (docs/decisions.md). Not rows shorter than two lines (a conv's 3-wide kernel rows would
+// grow 5x). nullptr when P is padded; else why not.
+const char *plan_padding(const Computation &c, const Tensor &t, const std::vector<int> &layout,
+                         const char *why, PackPlan &plan) {
+    const int64_t row = t.shape.back();
+    if (!is_identity_cover(c, plan.read) || row % kPackRowAlign == 0 || row < 2 * kPackRowAlign)
+        return why;
+    if (t.num_elements() / row * padded_row(row) > kMaxScratchElements)
+        return "the padded copy would exceed the scratch limit (64 MB)";
+    plan.pad = true;
+    plan.dims.clear();
+    for (int u : layout) plan.dims.push_back({u, false});
+    plan.cut.assign(c.vars.size(), 0);
+    return nullptr;
+}
+
+}  // namespace
+
+const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
+    const Computation &c = *p.comp;
+    const Nest &nest = p.tree.nests[size_t(ni)];
+    const int v = nest.loops[size_t(depth)].var;
+
+    int tensor = -1;
+    const Access *read = nullptr;
+    if (const char *why = find_invariant_read(c, nest, v, tensor, read)) return why;
     // T[i, j, ...], or a dimension in pieces an earlier `pack` cut (A[m, 256*k_o + k_i] once A
     // is packed in k blocks): P's elements are named by variables alone.
     if (!is_exact_cover(c, *read))
@@ -118,51 +166,16 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     const std::vector<int> layout = layout_vars(*read);
     for (int u : layout) of_t[size_t(u)] = true;
     plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
-    // Block by block when the loops above walk T in blocks (at least one of them does) and T
-    // is walked below (else there is no block to copy).
-    bool blocks = false, only_t = true, below = false;
-    for (int d = 0; d < depth; ++d) {
-        const Loop &l = nest.loops[size_t(d)];
-        blocks |= of_t[size_t(l.var)] && l.size + (l.tail > 0) > 1;
-        only_t &= of_t[size_t(l.var)] || (l.size == 1 && l.tail == 0);
-    }
-    for (size_t d = size_t(depth); d < nest.loops.size(); ++d)
-        below |= of_t[size_t(nest.loops[d].var)];
-    plan.in_block = blocks && only_t && below;
+    plan.in_block = walks_in_blocks(nest, depth, of_t);
     const char *why = plan_dims(p, of_t, false, plan);
-    if (!why) {
-        bool reordered = plan.dims.size() != layout.size();
-        for (size_t i = 0; i < plan.dims.size() && !reordered; ++i)
-            reordered |= plan.dims[i].inner || plan.dims[i].var != layout[i];
-        if (!reordered) why = "the nest already walks the input in its own layout";
-    }
-    // Else T's rows padded to a line, where they do not start one (PackPlan::pad): a 16-float
-    // load of a row that is not 64-byte aligned straddles two lines. Most shapes users bring
-    // have such rows (n = 2772: 11088 bytes), and the panel width rarely divides n. On a Zen 4
-    // core, side by side with oneDNN, n = 2816 against n = 2772 (m = 257, k = 391): the best
-    // of four tiles 1.02x against 0.82x (docs/performance.md (y)).
-    // Not rows shorter than two lines (a conv's 3-wide kernel rows would grow 5x).
-    if (why) {
-        const int64_t row = t.shape.back();
-        if (!is_identity_cover(c, *read) || row % kPackRowAlign == 0 || row < 2 * kPackRowAlign)
-            return why;
-        if (t.num_elements() / row * padded_row(row) > kMaxScratchElements)
-            return "the padded copy would exceed the scratch limit (64 MB)";
-        plan.pad = true;
-        plan.dims.clear();
-        for (int u : layout) plan.dims.push_back({u, false});
-        plan.cut.assign(c.vars.size(), 0);
-        return nullptr;
-    }
+    if (!why && !reorders(plan, layout)) why = "the nest already walks the input in its own layout";
+    if (why) return plan_padding(c, t, layout, why, plan);
     // Block by block, a variable walked both above the cursor and below (k in "nkm": k blocks
     // outside, the block's k inside) is cut where the block starts too, so that the lowering
     // keeps one block of P (lower_fold.h) instead of all of T's k: else each block is written
-    // to new lines of a P as large as T's k panel (1.2 MB for mm49_512_4608, beyond L2). The
-    // 4x64 kb128 nkm tile with B packed, on a Zen 4 core, side by side with oneDNN: 0.75x ->
-    // 0.80x on mm40_1088_3290, 0.80x -> 0.90x on mm128_768_3072 (the unpacked tile 0.86x,
-    // 0.89x; docs/performance.md (x)). Where that cut cannot be made (a third piece, an extent
-    // it does not divide), P is cut as before, and the lowering indexes that variable from the
-    // block's start instead (lower_fold.h).
+    // to new lines of a P as large as T's k panel, beyond L2 (docs/decisions.md). Where that
+    // cut cannot be made (a third piece, an extent it does not divide), P is cut as before,
+    // and the lowering indexes that variable from the block's start instead (lower_fold.h).
     if (plan.in_block) {
         PackPlan folded = plan;
         if (plan_dims(p, of_t, true, folded) == nullptr) plan = std::move(folded);
@@ -170,20 +183,15 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     return nullptr;
 }
 
-Program apply_pack(const Program &p, const PackPlan &plan) {
-    const Computation &c = *p.comp;
-    Computation q;
-    q.name = c.name;
-    q.vars = c.vars;
-    std::vector<int> inner_var(c.vars.size(), -1);  // per cut variable: its inner piece
-    for (size_t u = 0; u < c.vars.size(); ++u)
-        if (const int64_t cut = plan.cut[u]) {
-            q.vars[u] = {c.vars[u].name + "_o", c.vars[u].extent / cut};
-            inner_var[u] = int(q.vars.size());
-            q.vars.push_back({c.vars[u].name + "_i", cut});
-        }
-    // u = cut * u_o + u_i wherever u appears.
-    auto access = [&](const Access &a) {
+namespace {
+
+// The cut variables: u = cut * u_o + u_i, u_o keeping u's id and u_i a new variable.
+struct CutVars {
+    const std::vector<int64_t> &cut;  // per variable: the inner extent, or 0 (PackPlan::cut)
+    std::vector<int> inner_var;       // per cut variable: its inner piece, else -1
+
+    // `a` with u = cut * u_o + u_i wherever u appears.
+    Access access(const Access &a) const {
         Access b{a.tensor, {}};
         for (const Affine &f : a.index) {
             Affine g{{}, f.offset};
@@ -193,33 +201,54 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
                     g.terms.push_back(term);
                     continue;
                 }
-                g.terms.push_back({term.var, term.coef * plan.cut[size_t(term.var)]});
+                g.terms.push_back({term.var, term.coef * cut[size_t(term.var)]});
                 g.terms.push_back({lo, term.coef});
             }
             b.index.push_back(std::move(g));
         }
         return b;
-    };
+    }
+};
 
+// q's variables: c's, each cut one in two pieces.
+CutVars cut_vars(const Computation &c, const PackPlan &plan, Computation &q) {
+    CutVars cv{plan.cut, std::vector<int>(c.vars.size(), -1)};
+    q.vars = c.vars;
+    for (size_t u = 0; u < c.vars.size(); ++u)
+        if (const int64_t cut = plan.cut[u]) {
+            q.vars[u] = {c.vars[u].name + "_o", c.vars[u].extent / cut};
+            cv.inner_var[u] = int(q.vars.size());
+            q.vars.push_back({c.vars[u].name + "_i", cut});
+        }
+    return cv;
+}
+
+// P, laid out as plan.dims over q's variables, and its access `packed_at` (a variable per
+// dimension).
+Tensor packed_tensor(const Computation &c, const Computation &q, const PackPlan &plan,
+                     const CutVars &cv, Access &packed_at) {
     const Tensor &t = c.tensors[size_t(plan.tensor)];
     Tensor packed{t.name + "_packed", {}, TensorKind::Scratch};
-    Access packed_at{int(c.tensors.size()), {}};
+    packed_at = Access{int(c.tensors.size()), {}};
     for (const PackPlan::Dim &d : plan.dims) {
-        const int var = d.inner ? inner_var[size_t(d.var)] : d.var;
+        const int var = d.inner ? cv.inner_var[size_t(d.var)] : d.var;
         packed.shape.push_back(q.vars[size_t(var)].extent);
         packed_at.index.push_back(Affine::of_var(var));
     }
     if (plan.pad) packed.shape.back() = padded_row(packed.shape.back());
-    q.tensors = c.tensors;
-    q.tensors.push_back(packed);
+    return packed;
+}
 
-    // Statement 0 copies T into P; the nest's statements read P.
+// q's statements: statement 0 copies T into P; then c's, the nest's reading P.
+void rewrite_stmts(const Program &p, const PackPlan &plan, const CutVars &cv,
+                   const Access &packed_at, Computation &q) {
+    const Computation &c = *p.comp;
     const Nest &nest = p.tree.nests[size_t(plan.nest)];
-    q.stmts.push_back({packed_at, ReduceKind::None, Expr::read(access(plan.read))});
+    q.stmts.push_back({packed_at, ReduceKind::None, Expr::read(cv.access(plan.read))});
     std::function<Expr(const Expr &, bool)> expr = [&](const Expr &e, bool in_nest) {
         Expr r = e;
         if (e.op == OpKind::Read)
-            r.access = in_nest && e.access.tensor == plan.tensor ? packed_at : access(e.access);
+            r.access = in_nest && e.access.tensor == plan.tensor ? packed_at : cv.access(e.access);
         for (Expr &arg : r.args) arg = expr(arg, in_nest);
         return r;
     };
@@ -227,13 +256,14 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
         const bool in_nest =
             std::find(nest.stmts.begin(), nest.stmts.end(), int(s)) != nest.stmts.end();
         q.stmts.push_back(
-            {access(c.stmts[s].out), c.stmts[s].reduce, expr(c.stmts[s].value, in_nest)});
+            {cv.access(c.stmts[s].out), c.stmts[s].reduce, expr(c.stmts[s].value, in_nest)});
     }
-    q.validate();
+}
 
-    Program r;
-    r.comp = std::make_shared<const Computation>(std::move(q));
-    int at = plan.depth;  // the cursor loop's depth in the packed nest, once cut
+// p's nests in `tree`, over the packed computation's statements (one later) and with each loop
+// over a cut variable cut. Returns the cursor loop's depth in the packed nest.
+int cut_nests(const Program &p, const PackPlan &plan, const CutVars &cv, LoopTree &tree) {
+    int at = plan.depth;
     for (size_t ni = 0; ni < p.tree.nests.size(); ++ni) {
         const Nest &n = p.tree.nests[ni];
         Nest m;
@@ -242,7 +272,7 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
         for (size_t d = 0; d < n.loops.size(); ++d) {
             if (int(ni) == plan.nest && int(d) == plan.depth) at = int(m.loops.size());
             const Loop &l = n.loops[d];
-            const int lo = inner_var[size_t(l.var)];
+            const int lo = cv.inner_var[size_t(l.var)];
             if (lo < 0) {
                 m.loops.push_back(l);
                 continue;
@@ -258,14 +288,18 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
                 m.loops.push_back({lo, cut / in, 0, l.unroll, l.vectorize});
             }
         }
-        r.tree.nests.push_back(std::move(m));
+        tree.nests.push_back(std::move(m));
     }
-    // The copy nest: P's dimensions in order. Its innermost loop is vectorized when it fits a
-    // vector and T is contiguous along it too (B's panel rows); a transposing copy (a conv's
-    // weights, output channels innermost) stays scalar: a 64-lane gather took the IR passes
-    // 52 ms of an 83 ms compile (conv 64x4 vm pack on the 56x56 3x3 layer), and with gathers
-    // emitted as one instruction the vectorized copy was no faster (three 3x3 layers, two runs:
-    // 0.73x oneDNN best geomean either way).
+    return at;
+}
+
+// The copy nest: P's dimensions in order, inside the user's loops above the cursor (depth `at`
+// in r's nest plan.nest) when P is copied block by block. Its innermost loop is vectorized when
+// it fits a vector and T is contiguous along it too (B's panel rows); a transposing copy (a
+// conv's weights, output channels innermost) stays scalar: vectorized, it is a gather, slow to
+// compile and no faster.
+Nest copy_nest(const Program &r, const PackPlan &plan, const CutVars &cv, const Access &packed_at,
+               int at) {
     Nest copy{{}, {0}};
     const Nest &user = r.tree.nests[size_t(plan.nest)];
     if (plan.in_block) {  // the user's loops above the cursor, then P's other dimensions
@@ -291,7 +325,7 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
     }
     const int t_last = layout_vars(plan.read).back();
     const int last_var = copy.loops.back().var;
-    const bool contiguous = last_var == t_last || last_var == inner_var[size_t(t_last)];
+    const bool contiguous = last_var == t_last || last_var == cv.inner_var[size_t(t_last)];
     // A contiguous run longer than a vector (a padded P's whole rows) in vectors of 16.
     if (contiguous && copy.loops.back().size > kMaxVectorWidth) {
         Loop &run = copy.loops.back();
@@ -301,6 +335,27 @@ Program apply_pack(const Program &p, const PackPlan &plan) {
     }
     Loop &innermost = copy.loops.back();
     innermost.vectorize = contiguous && innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
+    return copy;
+}
+
+}  // namespace
+
+Program apply_pack(const Program &p, const PackPlan &plan) {
+    const Computation &c = *p.comp;
+    Computation q;
+    q.name = c.name;
+    const CutVars cv = cut_vars(c, plan, q);
+    Access packed_at;
+    Tensor packed = packed_tensor(c, q, plan, cv, packed_at);
+    q.tensors = c.tensors;
+    q.tensors.push_back(std::move(packed));
+    rewrite_stmts(p, plan, cv, packed_at, q);
+    q.validate();
+
+    Program r;
+    r.comp = std::make_shared<const Computation>(std::move(q));
+    const int at = cut_nests(p, plan, cv, r.tree);  // the cursor loop's depth, once cut
+    Nest copy = copy_nest(r, plan, cv, packed_at, at);
     r.tree.nests.insert(r.tree.nests.begin() + plan.nest, std::move(copy));
     r.cursor = r.tree.flat({plan.nest + 1, at});
     validate_loop_tree(*r.comp, r.tree);

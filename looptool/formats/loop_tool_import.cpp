@@ -18,6 +18,15 @@ namespace {
 // loop_tool's op codes (README of the corpus).
 enum LtOp { kConstant = 0, kWrite = 1, kRead = 2, kView = 3, kMul = 7, kAdd = 5 };
 
+bool contains(const std::vector<int> &v, int x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+/// The index in `ours` of loop_tool variable `lt_var`.
+int index_in(const std::vector<int> &ours, int lt_var) {
+    return int(std::find(ours.begin(), ours.end(), lt_var) - ours.begin());
+}
+
 struct LtLoop {
     int var;
     int64_t size, tail;
@@ -205,19 +214,27 @@ private:
             outputs_ != std::vector<int>{4} || inputs_ != std::vector<int>{0, 1})
             fail(0, "unsupported: the graph is not a matmul C[m,n] = sum_k A[m,k] * B[k,n]");
         const int fm = a.vars[0], fk = a.vars[1], fn = b.vars[1];
-        if (mul.order.empty() || wr.order.empty())
-            fail(mul.order.empty() ? mul.line : wr.line, "node has no loop order");
         // Our matmul declares vars m, k, n (ids 0, 1, 2).
         const std::vector<int> ours = {fm, fk, fn};
-        Nest compute = to_nest(mul, 0, ours), write = to_nest(wr, 1, ours);
-        if (!add.order.empty() && to_nest(add, 0, ours).loops != compute.loops)
-            fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
-        auto ext = extents(mul, compute, ours);
+        std::vector<Nest> nests = schedule(mul, add, wr, ours);
+        auto ext = extents(mul, nests[0], ours);
         return assemble(
             [&] {
                 return std::make_shared<Computation>(make_matmul(ext[0], ext[2], ext[1], name));
             },
-            {compute, write});
+            std::move(nests));
+    }
+
+    /// The compute nest (the multiply's loops, which the add's must equal when it has its
+    /// own) and the write nest, `ours[i]` being the loop_tool variable of our var i.
+    std::vector<Nest> schedule(const LtNode &mul, const LtNode &add, const LtNode &wr,
+                               const std::vector<int> &ours) const {
+        if (mul.order.empty() || wr.order.empty())
+            fail(mul.order.empty() ? mul.line : wr.line, "node has no loop order");
+        Nest compute = to_nest(mul, 0, ours), write = to_nest(wr, 1, ours);
+        if (!add.order.empty() && to_nest(add, 0, ours).loops != compute.loops)
+            fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
+        return {compute, write};
     }
 
     /// A node's loop order as our nest, `ours[i]` being the loop_tool variable of our var i.
@@ -264,10 +281,44 @@ private:
         return ext;
     }
 
+    /// LoopTune's conv2d's nodes, and what build_conv derives from them.
+    struct Conv {
+        const LtNode &x, &view, &w, &mul, &add, &wr;
+        const std::vector<int> &ours;  ///< the multiply's variables: ours[i] is our var i
+        ViewConstraints vc;            ///< the view's constraints
+        std::vector<int64_t> ext;      ///< our vars' extents
+    };
+
     /// LoopTune's conv2d: x = read; v = view(x); w = read; p = multiply(v, w); s = add(p);
     /// write(s). The view's constraints give X's indices as affine forms of the multiply's
     /// variables (`h = ho + kh`); our vars are the multiply's, in its order.
     Program build_conv(const std::string &name) {
+        check_conv_graph();
+        const LtNode &mul = nodes_[3];
+        Conv conv{nodes_[0], nodes_[1], nodes_[2], mul, nodes_[4], nodes_[5], mul.vars, {}, {}};
+        check_conv_vars(conv);
+        try {
+            conv.vc = parse_view_constraints(conv.view.constraints, conv.view.symbols,
+                                             fmt::format("{}:{}", source_, conv.view.line));
+        } catch (const Error &e) {
+            fail(0, e.what());
+        }
+        std::vector<Nest> nests = schedule(conv.mul, conv.add, conv.wr, conv.ours);
+        conv.ext = extents(conv.mul, nests[0], conv.ours);
+        // X's index in each dimension: the variable itself, or its definition over the view's.
+        Access xa{0, {}};
+        std::vector<int64_t> x_shape;
+        for (int v : conv.x.vars) {
+            int64_t size = 0;
+            xa.index.push_back(x_index(conv, v, size));
+            x_shape.push_back(size);
+        }
+        return assemble([&] { return conv_computation(conv, name, xa, x_shape); },
+                        std::move(nests));
+    }
+
+    /// The graph's nodes are the conv2d's, in order, connected as it connects them.
+    void check_conv_graph() const {
         if (nodes_.size() != 6 || nodes_[0].op != kRead || nodes_[1].op != kView ||
             nodes_[2].op != kRead || nodes_[3].op != kMul || nodes_[4].op != kAdd ||
             nodes_[5].op != kWrite)
@@ -275,14 +326,17 @@ private:
                  "unsupported: a graph with a view node must be LoopTune's conv2d (read, view, "
                  "read, "
                  "multiply, add, write)");
-        const LtNode &x = nodes_[0], &view = nodes_[1], &w = nodes_[2], &mul = nodes_[3],
-                     &add = nodes_[4], &wr = nodes_[5];
+        const LtNode &view = nodes_[1], &mul = nodes_[3], &add = nodes_[4], &wr = nodes_[5];
         if (view.inputs != std::vector<int>{0} || mul.inputs != std::vector<int>{1, 2} ||
             add.inputs != std::vector<int>{3} || wr.inputs != std::vector<int>{4} ||
             wr.vars != add.vars || inputs_ != std::vector<int>{0, 2} ||
             outputs_ != std::vector<int>{5})
             fail(0, "unsupported: the graph is not a conv2d Y = sum view(X) * W");
-        const std::vector<int> &ours = mul.vars;
+    }
+
+    /// The multiply's variables are distinct identifiers, and every other node's are among them.
+    void check_conv_vars(const Conv &conv) const {
+        const std::vector<int> &ours = conv.ours;
         // Our text format names variables with identifiers; so must an import, to round-trip.
         for (int v : ours) {
             const std::string &vn = var_names_[size_t(v)];
@@ -296,99 +350,81 @@ private:
                 if (var_names_[size_t(ours[i])] == var_names_[size_t(ours[j])])
                     fail(0, fmt::format("two variables of the multiply are both named '{}'",
                                         var_names_[size_t(ours[i])]));
-        auto has = [](const std::vector<int> &v, int x) {
-            return std::find(v.begin(), v.end(), x) != v.end();
-        };
-        for (int v : view.vars)
-            if (!has(ours, v))
-                fail(view.line, "unsupported: the view has a variable the multiply lacks");
-        for (const auto *n : {&w, &add})
+        for (int v : conv.view.vars)
+            if (!contains(ours, v))
+                fail(conv.view.line, "unsupported: the view has a variable the multiply lacks");
+        for (const auto *n : {&conv.w, &conv.add})
             for (int v : n->vars)
-                if (!has(ours, v)) fail(n->line, "unsupported: a variable the multiply lacks");
-        ViewConstraints vc;
-        try {
-            vc = parse_view_constraints(view.constraints, view.symbols,
-                                        fmt::format("{}:{}", source_, view.line));
-        } catch (const Error &e) {
-            fail(0, e.what());
+                if (!contains(ours, v)) fail(n->line, "unsupported: a variable the multiply lacks");
+    }
+
+    /// X's index in its dimension over loop_tool variable `v`, over our vars, and in `size` the
+    /// dimension's size: the view's declared size, else the largest index reached plus one.
+    Affine x_index(const Conv &conv, int v, int64_t &size) const {
+        const LtNode &view = conv.view;
+        Affine a;
+        if (contains(view.vars, v)) {
+            a = Affine::of_var(v);
+        } else if (auto d = conv.vc.definition_over(v, view.vars)) {
+            a = *d;
+        } else {
+            fail(view.line, fmt::format("the view does not define {} in terms of its variables",
+                                        var_names_[size_t(v)]));
         }
-        if (mul.order.empty() || wr.order.empty())
-            fail(mul.order.empty() ? mul.line : wr.line, "node has no loop order");
-        Nest compute = to_nest(mul, 0, ours), write = to_nest(wr, 1, ours);
-        if (!add.order.empty() && to_nest(add, 0, ours).loops != compute.loops)
-            fail(add.line, "unsupported: the add node is scheduled apart from the multiply");
-        const std::vector<int64_t> ext = extents(mul, compute, ours);
-        auto our_index = [&](int lt_var) {
-            return int(std::find(ours.begin(), ours.end(), lt_var) - ours.begin());
-        };
+        // Largest index reached (coefficients may be negative), so the size it needs.
+        int64_t hi = a.offset, lo = a.offset;
+        if (std::abs(a.offset) > kMaxExtent)
+            fail(view.line, fmt::format("the view's offset {} is out of range", a.offset));
+        for (auto &t : a.terms) {
+            if (t.coef == 0 || std::abs(t.coef) > kMaxExtent)
+                fail(view.line, fmt::format("the view's coefficient {} is out of range", t.coef));
+            const int64_t span = t.coef * (conv.ext[size_t(index_in(conv.ours, t.var))] - 1);
+            (span > 0 ? hi : lo) += span;
+            t.var = index_in(conv.ours, t.var);
+        }
+        if (lo < 0)
+            fail(view.line, fmt::format("the view reads {} below 0", var_names_[size_t(v)]));
+        size = hi + 1;
+        if (auto it = conv.vc.sizes.find(v); it != conv.vc.sizes.end()) {
+            if (it->second < size)
+                fail(view.line, fmt::format("the view reads {} up to {}, beyond its size {}",
+                                            var_names_[size_t(v)], hi, it->second));
+            size = it->second;
+        }
+        // Terms in variable order, as our own constructors write them (make_conv2d).
+        std::sort(a.terms.begin(), a.terms.end(),
+                  [](const Affine::Term &x, const Affine::Term &y) { return x.var < y.var; });
+        return a;
+    }
+
+    /// The conv's computation: T = sum X[xa] * W, then Y = T.
+    ComputationPtr conv_computation(const Conv &conv, const std::string &name, const Access &xa,
+                                    const std::vector<int64_t> &x_shape) const {
         auto direct = [&](const std::vector<int> &vars) {
             std::vector<Affine> index;
-            for (int v : vars) index.push_back(Affine::of_var(our_index(v)));
+            for (int v : vars) index.push_back(Affine::of_var(index_in(conv.ours, v)));
             return index;
         };
         auto shape_of = [&](const std::vector<int> &vars) {
             std::vector<int64_t> shape;
-            for (int v : vars) shape.push_back(ext[size_t(our_index(v))]);
+            for (int v : vars) shape.push_back(conv.ext[size_t(index_in(conv.ours, v))]);
             return shape;
         };
-        // X's index in each dimension: the variable itself, or its definition over the view's.
-        Access xa{0, {}};
-        std::vector<int64_t> x_shape;
-        for (int v : x.vars) {
-            Affine a;
-            if (has(view.vars, v)) {
-                a = Affine::of_var(v);
-            } else if (auto d = vc.definition_over(v, view.vars)) {
-                a = *d;
-            } else {
-                fail(view.line, fmt::format("the view does not define {} in terms of its variables",
-                                            var_names_[size_t(v)]));
-            }
-            // Largest index reached (coefficients may be negative), so the size it needs.
-            int64_t hi = a.offset, lo = a.offset;
-            if (std::abs(a.offset) > kMaxExtent)
-                fail(view.line, fmt::format("the view's offset {} is out of range", a.offset));
-            for (auto &t : a.terms) {
-                if (t.coef == 0 || std::abs(t.coef) > kMaxExtent)
-                    fail(view.line,
-                         fmt::format("the view's coefficient {} is out of range", t.coef));
-                const int64_t span = t.coef * (ext[size_t(our_index(t.var))] - 1);
-                (span > 0 ? hi : lo) += span;
-                t.var = our_index(t.var);
-            }
-            if (lo < 0)
-                fail(view.line, fmt::format("the view reads {} below 0", var_names_[size_t(v)]));
-            int64_t size = hi + 1;
-            if (auto it = vc.sizes.find(v); it != vc.sizes.end()) {
-                if (it->second < size)
-                    fail(view.line, fmt::format("the view reads {} up to {}, beyond its size {}",
-                                                var_names_[size_t(v)], hi, it->second));
-                size = it->second;
-            }
-            // Terms in variable order, as our own constructors write them (make_conv2d).
-            std::sort(a.terms.begin(), a.terms.end(),
-                      [](const Affine::Term &x, const Affine::Term &y) { return x.var < y.var; });
-            xa.index.push_back(a);
-            x_shape.push_back(size);
-        }
-        return assemble(
-            [&] {
-                auto c = std::make_shared<Computation>();
-                c->name = name;
-                for (size_t i = 0; i < ours.size(); ++i)
-                    c->vars.push_back({var_names_[size_t(ours[i])], ext[i]});
-                c->tensors = {{"X", x_shape, TensorKind::Input},
-                              {"W", shape_of(w.vars), TensorKind::Input},
-                              {"T", shape_of(add.vars), TensorKind::Temp},
-                              {"Y", shape_of(wr.vars), TensorKind::Output}};
-                Access wa{1, direct(w.vars)}, ta{2, direct(add.vars)}, ya{3, direct(wr.vars)};
-                c->stmts.push_back({ta, ReduceKind::Sum,
-                                    Expr::binary(OpKind::Mul, Expr::read(xa), Expr::read(wa))});
-                c->stmts.push_back({ya, ReduceKind::None, Expr::read(ta)});
-                c->validate();
-                return c;
-            },
-            {compute, write});
+        auto c = std::make_shared<Computation>();
+        c->name = name;
+        for (size_t i = 0; i < conv.ours.size(); ++i)
+            c->vars.push_back({var_names_[size_t(conv.ours[i])], conv.ext[i]});
+        c->tensors = {{"X", x_shape, TensorKind::Input},
+                      {"W", shape_of(conv.w.vars), TensorKind::Input},
+                      {"T", shape_of(conv.add.vars), TensorKind::Temp},
+                      {"Y", shape_of(conv.wr.vars), TensorKind::Output}};
+        Access wa{1, direct(conv.w.vars)}, ta{2, direct(conv.add.vars)},
+            ya{3, direct(conv.wr.vars)};
+        c->stmts.push_back(
+            {ta, ReduceKind::Sum, Expr::binary(OpKind::Mul, Expr::read(xa), Expr::read(wa))});
+        c->stmts.push_back({ya, ReduceKind::None, Expr::read(ta)});
+        c->validate();
+        return c;
     }
 
     /// The program of the computation `make()` builds, scheduled as `nests` with the cursor on

@@ -89,91 +89,116 @@ static std::string loops_mismatch(const Computation &c, size_t ni, int s,
         why);
 }
 
+namespace {
+
+// Every loop's variable known and its size and tail within the extent, innermost first, so that
+// coverage() cannot overflow int64 (a wrapped-around coverage could otherwise pass as the
+// extent).
+void check_loop_bounds(const Computation &c, const Nest &nest, size_t ni) {
+    for (size_t d = nest.loops.size(); d-- > 0;) {
+        const Loop &l = nest.loops[d];
+        if (l.var < 0 || size_t(l.var) >= c.vars.size())
+            throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
+        const int64_t extent = c.vars[size_t(l.var)].extent;
+        if (l.size < 1 || l.size > extent || l.tail < 0 || l.tail > extent ||
+            coverage(nest, int(d)) > extent)
+            throw Error(fmt::format("nest {} loop {}: bad size {} / tail {} for {} of extent {}",
+                                    ni, d, l.size, l.tail, c.vars[size_t(l.var)].name, extent));
+    }
+}
+
+// Outermost first: tails below the inner coverage, each variable's loops covering its extent,
+// only the innermost loop vectorized.
+void check_loop_shapes(const Computation &c, const Nest &nest, size_t ni) {
+    std::vector<int> nest_vars;
+    for (size_t d = 0; d < nest.loops.size(); ++d) {
+        const Loop &l = nest.loops[d];
+        if (l.var < 0 || size_t(l.var) >= c.vars.size())
+            throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
+        if (l.size < 1 || l.tail < 0)
+            throw Error(
+                fmt::format("nest {} loop {}: bad size {} / tail {}", ni, d, l.size, l.tail));
+        int64_t inner = inner_coverage(nest, int(d));
+        if (l.tail >= inner && inner > 1)
+            throw Error(fmt::format("nest {} loop {}: tail {} not below the inner coverage {}", ni,
+                                    d, l.tail, inner));
+        if (inner == 1 && l.tail != 0)
+            throw Error(fmt::format("nest {} loop {}: innermost loop of {} has a tail", ni, d,
+                                    c.vars[size_t(l.var)].name));
+        if (std::find(nest_vars.begin(), nest_vars.end(), l.var) == nest_vars.end()) {
+            nest_vars.push_back(l.var);
+            if (coverage(nest, int(d)) != c.vars[size_t(l.var)].extent)
+                throw Error(
+                    fmt::format("nest {}: loops over {} cover {} elements but its extent is {}", ni,
+                                c.vars[size_t(l.var)].name, coverage(nest, int(d)),
+                                c.vars[size_t(l.var)].extent));
+        }
+        if (l.vectorize && d + 1 != nest.loops.size())
+            throw Error(
+                fmt::format("nest {} loop {}: only the innermost loop can be vectorized", ni, d));
+    }
+}
+
+// Nest `ni`'s shared loops: it keeps one of its own, and the next nest (which shares none of
+// its own) starts with the same loops.
+void check_shared_loops(const LoopTree &t, size_t ni) {
+    const Nest &nest = t.nests[ni];
+    if (nest.shared < 0 || nest.shared >= int(nest.loops.size()))
+        throw Error(fmt::format("nest {}: shares {} of its {} loops (it must keep one)", ni,
+                                nest.shared, nest.loops.size()));
+    if (nest.shared == 0) return;
+    if (ni + 1 == t.nests.size())
+        throw Error(fmt::format("nest {}: shares loops but no nest follows", ni));
+    const Nest &next = t.nests[ni + 1];
+    if (next.shared > 0)
+        throw Error(fmt::format("nest {}: shares loops with a nest that shares its own", ni));
+    if (int(next.loops.size()) <= nest.shared)
+        throw Error(fmt::format("nest {}: the next nest has no loops of its own", ni));
+    for (int d = 0; d < nest.shared; ++d)
+        if (!(nest.loops[size_t(d)] == next.loops[size_t(d)]) ||
+            inner_coverage(nest, d) != inner_coverage(next, d))
+            throw Error(
+                fmt::format("nest {} loop {}: a shared loop differs from the next nest's", ni, d));
+}
+
+// The nest's statements known, each over exactly the variables the nest loops over; counts
+// each statement in `seen`.
+void check_nest_stmts(const Computation &c, const Nest &nest, size_t ni, std::vector<int> &seen) {
+    std::vector<int> stmt_vars;  // of all the nest's statements
+    for (int s : nest.stmts) {
+        if (s < 0 || size_t(s) >= c.stmts.size())
+            throw Error(fmt::format("nest {}: unknown statement id {}", ni, s));
+        for (int v : c.stmt_vars(s)) stmt_vars.push_back(v);
+    }
+    // Shared loops over variables the statements do not use only repeat the nest.
+    std::vector<int> have;
+    for (size_t d = 0; d < nest.loops.size(); ++d) {
+        const int v = nest.loops[d].var;
+        const bool used = int(d) >= nest.shared ||
+                          std::find(stmt_vars.begin(), stmt_vars.end(), v) != stmt_vars.end();
+        if (used && std::find(have.begin(), have.end(), v) == have.end()) have.push_back(v);
+    }
+    std::sort(have.begin(), have.end());
+    for (int s : nest.stmts) {
+        seen[size_t(s)]++;
+        std::vector<int> need = c.stmt_vars(s);
+        std::sort(need.begin(), need.end());
+        if (need != have) throw Error(loops_mismatch(c, ni, s, need, have));
+    }
+}
+
+}  // namespace
+
 void validate_loop_tree(const Computation &c, const LoopTree &t) {
     std::vector<int> seen(c.stmts.size(), 0);
     for (size_t ni = 0; ni < t.nests.size(); ++ni) {
         const Nest &nest = t.nests[ni];
         if (nest.stmts.empty()) throw Error(fmt::format("nest {} has no statements", ni));
         if (nest.loops.empty()) throw Error(fmt::format("nest {} has no loops", ni));
-        // Bound every loop innermost first, so that coverage() below cannot overflow int64
-        // (a wrapped-around coverage could otherwise pass as the extent).
-        for (size_t d = nest.loops.size(); d-- > 0;) {
-            const Loop &l = nest.loops[d];
-            if (l.var < 0 || size_t(l.var) >= c.vars.size())
-                throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
-            const int64_t extent = c.vars[size_t(l.var)].extent;
-            if (l.size < 1 || l.size > extent || l.tail < 0 || l.tail > extent ||
-                coverage(nest, int(d)) > extent)
-                throw Error(
-                    fmt::format("nest {} loop {}: bad size {} / tail {} for {} of extent {}", ni, d,
-                                l.size, l.tail, c.vars[size_t(l.var)].name, extent));
-        }
-        std::vector<int> nest_vars;
-        for (size_t d = 0; d < nest.loops.size(); ++d) {
-            const Loop &l = nest.loops[d];
-            if (l.var < 0 || size_t(l.var) >= c.vars.size())
-                throw Error(fmt::format("nest {} loop {}: unknown variable id {}", ni, d, l.var));
-            if (l.size < 1 || l.tail < 0)
-                throw Error(
-                    fmt::format("nest {} loop {}: bad size {} / tail {}", ni, d, l.size, l.tail));
-            int64_t inner = inner_coverage(nest, int(d));
-            if (l.tail >= inner && inner > 1)
-                throw Error(fmt::format("nest {} loop {}: tail {} not below the inner coverage {}",
-                                        ni, d, l.tail, inner));
-            if (inner == 1 && l.tail != 0)
-                throw Error(fmt::format("nest {} loop {}: innermost loop of {} has a tail", ni, d,
-                                        c.vars[size_t(l.var)].name));
-            if (std::find(nest_vars.begin(), nest_vars.end(), l.var) == nest_vars.end()) {
-                nest_vars.push_back(l.var);
-                if (coverage(nest, int(d)) != c.vars[size_t(l.var)].extent)
-                    throw Error(
-                        fmt::format("nest {}: loops over {} cover {} elements but its extent is {}",
-                                    ni, c.vars[size_t(l.var)].name, coverage(nest, int(d)),
-                                    c.vars[size_t(l.var)].extent));
-            }
-            if (l.vectorize && d + 1 != nest.loops.size())
-                throw Error(fmt::format(
-                    "nest {} loop {}: only the innermost loop can be vectorized", ni, d));
-        }
-        if (nest.shared < 0 || nest.shared >= int(nest.loops.size()))
-            throw Error(fmt::format("nest {}: shares {} of its {} loops (it must keep one)", ni,
-                                    nest.shared, nest.loops.size()));
-        if (nest.shared > 0) {
-            if (ni + 1 == t.nests.size())
-                throw Error(fmt::format("nest {}: shares loops but no nest follows", ni));
-            const Nest &next = t.nests[ni + 1];
-            if (next.shared > 0)
-                throw Error(
-                    fmt::format("nest {}: shares loops with a nest that shares its own", ni));
-            if (int(next.loops.size()) <= nest.shared)
-                throw Error(fmt::format("nest {}: the next nest has no loops of its own", ni));
-            for (int d = 0; d < nest.shared; ++d)
-                if (!(nest.loops[size_t(d)] == next.loops[size_t(d)]) ||
-                    inner_coverage(nest, d) != inner_coverage(next, d))
-                    throw Error(fmt::format(
-                        "nest {} loop {}: a shared loop differs from the next nest's", ni, d));
-        }
-        std::vector<int> stmt_vars;  // of all the nest's statements
-        for (int s : nest.stmts) {
-            if (s < 0 || size_t(s) >= c.stmts.size())
-                throw Error(fmt::format("nest {}: unknown statement id {}", ni, s));
-            for (int v : c.stmt_vars(s)) stmt_vars.push_back(v);
-        }
-        // Shared loops over variables the statements do not use only repeat the nest.
-        std::vector<int> have;
-        for (size_t d = 0; d < nest.loops.size(); ++d) {
-            const int v = nest.loops[d].var;
-            const bool used = int(d) >= nest.shared ||
-                              std::find(stmt_vars.begin(), stmt_vars.end(), v) != stmt_vars.end();
-            if (used && std::find(have.begin(), have.end(), v) == have.end()) have.push_back(v);
-        }
-        std::sort(have.begin(), have.end());
-        for (int s : nest.stmts) {
-            seen[size_t(s)]++;
-            std::vector<int> need = c.stmt_vars(s);
-            std::sort(need.begin(), need.end());
-            if (need != have) throw Error(loops_mismatch(c, ni, s, need, have));
-        }
+        check_loop_bounds(c, nest, ni);
+        check_loop_shapes(c, nest, ni);
+        check_shared_loops(t, ni);
+        check_nest_stmts(c, nest, ni, seen);
     }
     for (size_t s = 0; s < seen.size(); ++s)
         if (seen[s] != 1)
