@@ -1,4 +1,4 @@
-// oneDNN's convolution as the reference for conv2d benchmarks (issue 15): forward inference,
+// oneDNN's convolution as the reference for conv2d benchmarks: forward inference,
 // the direct algorithm, one thread, Debian's oneDNN 2.6 loaded at run time like its sgemm
 // (onednn.cpp: load_onednn), through the C API so nothing links libdnnl.
 //  - Plain: X, W and Y in our layouts (NCHW, OIHW, NCHW), oneDNN reading and writing our

@@ -2,7 +2,7 @@
 // (KernelFn) and the buffers of make_matmul (A, B, T, C; C is the output, T is unused):
 //  - the naive i-k-j loop nest compiled by g++ -O3 -march=native (naive_ikj.cpp);
 //  - OpenBLAS sgemm, loaded at run time so its CPU kernels can be chosen first (openblas.cpp);
-//  - oneDNN's sgemm (dnnl_sgemm, oneDNN 2.6 from Debian), the reference from issue 14 on,
+//  - oneDNN's sgemm (dnnl_sgemm, oneDNN 2.6 from Debian), the reference,
 //    loaded the same way so that it runs on one thread (onednn.cpp).
 // For M = 1 (a decode-time GEMV) each library gets the call a user would make: OpenBLAS's
 // cblas_sgemv (its sgemm in Debian's 0.3.21 does not forward to gemv), oneDNN's dnnl_sgemm

@@ -19,7 +19,7 @@ struct SideBySide {
     std::string json_path;   ///< also write every figure here
     int core = -1;           ///< the core pinned to, after start()
     /// A core on which a thread copies 64 MB buffers while the benchmark runs: what another
-    /// core's work does to the L3 all cores share (docs/performance.md (z)). -1: none.
+    /// core's work does to the L3 all cores share (docs/decisions.md). -1: none.
     int neighbour = -1;
 
     void add_options(CLI::App &app) {

@@ -1,6 +1,6 @@
 // Environment steps per second, on a cache hit (the schedule was measured before: apply +
 // schedule key + lookup) and on a cache miss (apply + JIT compile + measurement), for matmul
-// 128^3 and 256^3. Targets (issue 4): >= 100,000 steps/s on hits; a miss within ~25 ms.
+// 128^3 and 256^3. Targets: >= 100,000 steps/s on hits; a miss within ~25 ms.
 //   taskset -c 1 build/benchmarks/env_step_bench
 #include <benchmark/benchmark.h>
 

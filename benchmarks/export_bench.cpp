@@ -2,7 +2,7 @@
 // object built by `cc`) against the JIT's kernel for the same schedule, side by side in one
 // process: rounds alternate the two, each round timing `--calls` calls after a warm-up;
 // GFLOPS are medians over all timed calls. Both kernels are checked against the reference
-// interpreter first. Target (issue 16): exported >= 0.9x the JIT.
+// interpreter first. Target: exported >= 0.9x the JIT.
 //   taskset -c 1 build/benchmarks/export_bench
 #include <fmt/format.h>
 

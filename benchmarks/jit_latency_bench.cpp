@@ -1,11 +1,11 @@
-// JIT latencies on a 256^3 matmul (docs/performance.md), with Google Benchmark:
+// JIT latencies on a 256^3 matmul (docs/decisions.md), with Google Benchmark:
 //   compile/naive, compile/tiled: one compile per repetition (the median over repetitions is
 //     the figure; each program gets a fresh computation name so the kernel cache misses);
 //   cached_lookup: Jit::compile of a schedule already compiled (schedule_key + cache hit);
 //   measured_action/...: one environment-style step on a cache miss: apply an action, compile
 //     the new schedule, measure it with the environment's short protocol;
 //   compile_conv/<seed>: each of `tune`'s conv seeds (its conv tiles) on ResNet's 64-channel 3x3
-//     layer over 56x56 (datasets/conv_layers), the schedules issue 15's <= 10 ms is about;
+//     layer over 56x56 (datasets/conv_layers), the schedules a 10 ms target is about;
 //     one Jit for all, as in a tuning process;
 //   compile_conv_first_in_jit/<seed>: the packed seeds compiled by a fresh Jit each time, which
 //     also compiles the runtime (lower_runtime.h: the weight transpose), once per Jit.

@@ -1,4 +1,4 @@
-// Where a training run's time goes (issue 17): one learner update (sample + double-Q n-step
+// Where a training run's time goes: one learner update (sample + double-Q n-step
 // update + new priorities) for the MLP and GNN encoders at batch 64, encoding a state, one
 // greedy action, and a whole DQN run at the default replay ratio (0.5 updates per step) on a
 // warm measurement store, with its time split by phase (TrainSummary::profile).

@@ -106,7 +106,7 @@ public:
     /// prefix, the whole kernel's time on the line through two prefix lengths). Such figures stay
     /// in the in-memory cache until reset_measure_options(), which ends this too. 0: whole kernels.
     /// A search on a 2048^3 matmul (0.16 s a call) spent 8 s measuring whole kernels
-    /// (docs/performance.md (ac)).
+    /// (docs/decisions.md).
     void set_prefix_flops(double target_flops, double max_share = 0.125);
     /// Measurements taken on a prefix since the environment was made.
     int64_t prefix_measurements() const { return prefix_measurements_; }

@@ -1,7 +1,7 @@
 // The guided search (tune/guided_search.h) with the shipped policy: its schedule replays from
 // its actions and verifies against the reference, it is never below the greedy rollout of the
 // same run, it stops near its budget, and bad options are refused. How well it tunes is in
-// docs/performance.md, measured; not here.
+// docs/decisions.md, measured; not here.
 #include "tune/guided_search.h"
 
 #include <gtest/gtest.h>
@@ -364,7 +364,7 @@ TEST(GuidedSearch, BadOptionsAreRefused) {
 
 // mm128_1500_1280: the 8x32 tile in the mn order reads all of B (7.7 MB, rows 6000 B apart)
 // again in 32-float runs for every 8 rows of A; with another core streaming through the L3 it
-// ran at 11-16 GFLOPS instead of 80-95 (docs/performance.md (z)). The nm order and the k-blocked
+// ran at 11-16 GFLOPS instead of 80-95 (docs/decisions.md). The nm order and the k-blocked
 // nkm tile keep what they read again in L2; a 64^3 matmul fits whole.
 TEST(GuidedSearch, KernelsThatReadAgainFromBeyondL2InShortRunsDependOnTheSharedCache) {
     using tests::tiled_matmul;

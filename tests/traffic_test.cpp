@@ -33,7 +33,7 @@ TEST(Traffic, WhatFitsMovesEachLineOnce) {
 // 16 times; the nm order keeps A (655 KB) and one 32-column panel of B in L2 while m sweeps,
 // so every line moves about once; the k-blocked nkm tile sits between (A's k block again for
 // every panel of B). These are the three behaviours a neighbour on the shared L3 tells apart
-// (docs/performance.md (z)).
+// (docs/decisions.md).
 TEST(Traffic, TheMnOrderSweepsBForEveryBlockOfRowsTheNmOrderOnce) {
     const double mn = ratio(tiled_matmul(128, 1500, 1280, {8, 32, 0, "mn"}), kMiB);
     const double nm = ratio(tiled_matmul(128, 1500, 1280, {8, 32, 0, "nm"}), kMiB);

@@ -39,7 +39,7 @@ public:
     /// 95% of the budget (so the budget bounds the search's end, not the start of its last
     /// step). The 5% are for what those estimates miss: aiming at the budget itself, half of
     /// the real-model set ended within 10 ms of it, a median of 0.499 s for 0.5 s
-    /// (docs/performance.md (w)).
+    /// (docs/decisions.md).
     bool out_of_time() const {
         const double t = elapsed();
         return t + (nodes_.empty() ? 0.0 : t / double(nodes_.size())) + finals_reserve() >=

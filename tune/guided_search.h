@@ -40,8 +40,8 @@ struct GuidedConfig {
     /// (conv_batch_slice(), tile_schedules.h) and the result applied to the whole batch; 0: on
     /// the whole batch; 1 is refused (a batch loop of one packs differently). LoopTune's batch-32
     /// and batch-64 convs on 256x256 images take 1-7 s a call: every measurement of a search within
-    /// a budget was cut short, so the choice was blind (0.40-0.55x oneDNN, docs/performance.md
-    /// (p)); two images take 1/16-1/32 of that.
+    /// a budget was cut short, so the choice was blind (0.40-0.55x oneDNN,
+    /// docs/decisions.md); two images take 1/16-1/32 of that.
     int64_t batch_slice = 2;
     /// And a conv2d (or its batch slice) is searched on a band of its output rows
     /// (conv_band_rows(), conv_row_band(), tile_schedules.h) when a band with at least this
@@ -67,7 +67,7 @@ struct GuidedConfig {
 inline constexpr double kBoundCalls = 4.5;
 /// Calls of the best kernel so far a new state's first call may take: one twice as slow as
 /// the best cannot win, and measuring it to the cap cost deep shapes (10 ms a call) 45 ms
-/// per slow state of the greedy rollout (docs/performance.md (w)).
+/// per slow state of the greedy rollout (docs/decisions.md).
 inline constexpr double kFirstCallCalls = 2;
 /// The shortest first-call cap the search sets (bounded_options()).
 inline constexpr double kMinFirstCallCapS = 0.001;
@@ -90,7 +90,7 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 /// least `least`), and one warm-up, or none when one call fills the minimum time alone (a cold
 /// start is then a small part of it); `o` itself when its calls fit in the minimum time. A
 /// 2048^3 matmul takes 0.16 s a call: with three timed calls per state and the configured
-/// protocol for its five finalists, `tune` took 13 s of a 0.5 s budget (docs/performance.md (y)).
+/// protocol for its five finalists, `tune` took 13 s of a 0.5 s budget (docs/decisions.md).
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least);
 /// Timed calls of a finalist at least (fewer_long_calls()): its figure is a median of three.
 inline constexpr int kFinalCalls = 3;
@@ -156,14 +156,14 @@ int guided_step_limit(const looptool::Computation &c, int policy_steps);
 inline constexpr int kFinalists = 3;
 /// The finalists' prefixes are this many times the search's (GuidedConfig::prefix_gflops): a
 /// prefix of two or three iterations ran up to 6% faster than the whole kernel (8x32 kb256 nkm
-/// pack on mm1205_1311_2579: 96.4 on 2 of 41 column panels, 91.0 whole; docs/performance.md (ac)).
+/// pack on mm1205_1311_2579: 96.4 on 2 of 41 column panels, 91.0 whole; docs/decisions.md).
 inline constexpr double kFinalPrefix = 4;
 
 /// A kernel that reads more than kFragileShortRuns times its data again in short runs from a
 /// set beyond a core's share of the L3 (looptool::estimate_traffic(), shared_cache_bytes) runs
 /// fast only while the L3, which other cores share, holds that set: with another core streaming
 /// through the L3 such kernels ran up to 2-8x slower, the others kept 0.92 of their speed in
-/// geomean, none less than half (docs/performance.md (z)).
+/// geomean, none less than half (docs/decisions.md).
 inline constexpr double kFragileShortRuns = 2.0;
 /// (With `cache_bytes` of L2; private_cache_bytes(): this machine's.)
 bool depends_on_shared_cache(const looptool::Program &p, int64_t cache_bytes);
@@ -171,7 +171,7 @@ bool depends_on_shared_cache(const looptool::Program &p);
 /// Of kernels measured at `gflops`, `fragile` those that depend on the shared cache: the
 /// fastest, unless it is fragile and one that is not is within `margin` of it (then the fastest
 /// of those). On 9 shapes the family's best such kernel was within 1.2% of its fastest
-/// (docs/performance.md (z)); GuidedConfig::robust_margin is 10%.
+/// (docs/decisions.md); GuidedConfig::robust_margin is 10%.
 size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> &fragile,
                      double margin);
 /// The finalist tune returns: prefer_robust()'s pick, or the start (index `start`) when that

@@ -5,7 +5,7 @@
 // scratch tensor P laid out in the order the nest walks T's variables, in a copy nest placed
 // right before the nest, and the nest reads P instead: the register tile's loads of T become
 // unit-stride and a block of T that the nest reuses is contiguous (what oneDNN's and
-// OpenBLAS's packing of B does; docs/performance.md, section n).
+// OpenBLAS's packing of B does; docs/decisions.md.
 //
 // When the loops above v walk T in blocks (each is over a variable of T, or runs once: a conv's
 // output-channel blocks), the copy nest shares them (Nest::shared): each block is copied right

@@ -1,5 +1,5 @@
 // A seeded random-shape spec for matmul datasets, beside LoopTune's range syntax
-// (generate.h): the shapes users run are not LoopTune's 64..256 step-16 grid (issue 14).
+// (generate.h): the shapes users run are not LoopTune's 64..256 step-16 grid.
 #pragma once
 
 #include <cstdint>

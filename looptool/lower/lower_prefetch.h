@@ -19,7 +19,7 @@ namespace looptool::detail {
 /// the read, when a loop below walks the same variable or it is a loop a `pack`'s copy nest
 /// shares with its user (one block per iteration), and the distance is a page or more.
 /// Broadcast (scalar) reads are not prefetched: A's next row tile, prefetched with each of its
-/// broadcasts, halved the 4x64 kb128 nkm tile on five deep shapes (docs/performance.md (x)).
+/// broadcasts, halved the 4x64 kb128 nkm tile on five deep shapes (docs/decisions.md).
 /// Emission then prefetches those lines into L2 alongside each load. Returns one line per
 /// prefetched read, "nest N: B +131072", for the lowering log.
 std::vector<std::string> plan_prefetches(const Computation &c, std::vector<NestPlan> &plans);

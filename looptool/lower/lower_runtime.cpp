@@ -47,8 +47,8 @@ void emit_loop(IRBuilder<> &b, const char *name, Value *step, Value *bound, Body
 // then two rounds of vshuff32x4) spent most of codegen in instruction selection's shuffle
 // combining (llc on a 32x8 vm conv tile: 145 million instructions, 124 with this). 4x4 blocks of
 // 4-float vectors compile in a fraction but ran the 512-channel 3x3 layer, whose weight copy
-// weighs most, 8-15% slower (docs/performance.md (u)). R = 8 is the 8-row register tile's A
-// (docs/performance.md (w)).
+// weighs most, 8-15% slower (docs/decisions.md). R = 8 is the 8-row register tile's A
+// (docs/decisions.md).
 void emit_transpose_body(llvm::Function *fn, int R) {
     llvm::LLVMContext &ctx = fn->getContext();
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", fn));

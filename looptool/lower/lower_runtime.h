@@ -1,7 +1,7 @@
 // Functions kernels call instead of carrying the code themselves: the register transpose of a
 // `pack` copy. A JIT defines them once in a runtime module of its own (every kernel then only
 // declares them: the 16x16 transpose was over half of a packed conv tile's codegen, 74.5 -> 31.7
-// million llc instructions without it, docs/performance.md (u)); an exported kernel, or any module
+// million llc instructions without it, docs/decisions.md); an exported kernel, or any module
 // lowered without a JIT, defines them in itself with internal linkage so that its object file
 // stands alone.
 #pragma once

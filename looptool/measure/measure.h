@@ -73,7 +73,7 @@ int pin_to_core(int core = -1);
 /// Another core's work streaming through the L3 all cores share: while it lives, a thread
 /// pinned to `core` copies 64 MB buffers. The benchmarks and `compare` run beside one
 /// (--neighbour-core) to show what kernels do on a busy machine: those that read a large set
-/// again in short runs from the L3 ran up to 2-8x slower, oneDNN 0-14% (docs/performance.md (z)).
+/// again in short runs from the L3 ran up to 2-8x slower, oneDNN 0-14% (docs/decisions.md).
 class CacheNeighbour {
 public:
     /// Throws Error when no thread can be pinned to `core`, or when it is `measured_core`, the

@@ -4,8 +4,8 @@
 // Why not a band of rows: a kernel's speed on a large shape depends on what each iteration of
 // its outermost loop reads again (an nm order re-reads all of A for every panel of columns, an
 // mn order all of B for every block of rows). Cutting the rows of every candidate (whatever its
-// order) shrinks A and makes the nm orders look 5-15% faster than they are (docs/performance.md
-// (ab), "a band of rows"). Cutting each candidate's own outermost loop keeps every iteration as it
+// order) shrinks A and makes the nm orders look 5-15% faster than they are
+// (docs/decisions.md). Cutting each candidate's own outermost loop keeps every iteration as it
 // is in the whole kernel: the same loops inside, the same tensors and strides; only fewer of them.
 //
 // The prefix is a new computation: the outermost loop's variable covers its first `elements`, and

@@ -4,7 +4,7 @@
 // Why: two kernels within a few percent of each other on a quiet machine can differ 5-10x when
 // another core streams through the shared L3. On mm128_1500_1280 (Zen 4, one neighbour copying
 // 64 MB buffers on the other core) the 8x32 mn tile fell from 83 to 11.5 GFLOPS, and 4x64 kb256
-// nkm from 77 to 74 (docs/performance.md (z)): mn sweeps all of B (7.7 MB) once per 8 rows of
+// nkm from 77 to 74 (docs/decisions.md): mn sweeps all of B (7.7 MB) once per 8 rows of
 // A, nkm keeps what it reuses in L2. This model tells them apart without running them.
 //
 // The model, per loop (a node of the tree, nests joined where they share loops): when all its
