@@ -52,9 +52,11 @@ void add_search_options(CLI::App *cmd, SearchOptions &o) {
     cmd->add_option("--budget-s", o.search.budget_s, "Wall-clock budget in seconds")
         ->capture_default_str()
         ->check(positive());
-    cmd->add_option("--steps", o.search.max_steps, "Actions per sequence")
+    cmd->add_option("--steps", o.search.max_steps,
+                    "Actions per sequence (0: what the algorithm needs: the tile template's "
+                    "whole sequences, 10 for the others)")
         ->capture_default_str()
-        ->check(at_least(1));
+        ->check(at_least(0));
     cmd->add_option("--seed", o.search.seed, "Random seed (random, genetic)")
         ->capture_default_str()
         ->check(unsigned_int());

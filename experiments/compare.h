@@ -10,19 +10,28 @@
 #include <vector>
 
 #include "env/dataset.h"
+#include "env/environment.h"
 #include "looptool/actions/actions.h"
 #include "looptool/ir/loop_tree.h"
 #include "looptool/measure/measure.h"
 
 namespace looptune {
 
-class Environment;
 struct CompareRow;
 
 /// A tuning method beyond the built-in ones (`policy` registers itself this way, so this
 /// layer does not depend on LibTorch). Returns the action sequence from the naive nest.
 using TuneMethod =
     std::function<std::vector<looptool::Action>(Environment &env, const looptool::Program &start)>;
+
+struct CompareMethod {
+    TuneMethod run;
+    /// The environment it needs, from the one compare gives every method (action space, step
+    /// limit, store, memory limit); empty: that one. A policy sets its own step limit and loop
+    /// count. A method whose action space is not --space, or whose step limit is not the
+    /// --steps given, is refused before anything runs.
+    std::function<EnvConfig(EnvConfig)> environment;
+};
 
 struct CompareConfig {
     std::string dataset_dir;
@@ -32,7 +41,9 @@ struct CompareConfig {
     /// any name in `extra_methods`.
     std::vector<std::string> methods;
     double budget_s = 60;  ///< per benchmark and search method
-    int max_steps = 10;    ///< actions per sequence
+    /// Actions per sequence of every method; 0: what each needs (the searches' default_steps():
+    /// tile's whole sequences, LoopTune's 10 for the others; a registered method's own).
+    int max_steps = 0;
     uint64_t seed = 0;
     std::string space = "full";
     std::string store_path;  ///< shared measurement store (optional)
@@ -59,8 +70,11 @@ struct CompareConfig {
     /// Only these benchmark names (after the split); empty: all. Names missing from the split
     /// are an error.
     std::vector<std::string> benchmarks;
+    /// The reference of the beat/tied/lost counts (MethodSummary); empty: onednn on the
+    /// benchmarks where it was measured, base on the others. Must be one of `methods`.
+    std::string against;
     bool plots = true;
-    std::map<std::string, TuneMethod> extra_methods;
+    std::map<std::string, CompareMethod> extra_methods;
     std::function<void(const std::string &)> progress;  ///< one progress line at a time
     /// Called for each failed row as it is recorded (the CLI prints it on stderr).
     std::function<void(const CompareRow &)> on_failure;
@@ -94,6 +108,15 @@ struct MethodSummary {
     double geomean_vs_onednn = 0;    ///< 0 when onednn was not run
     /// Against oneDNN's convolution on conv2d benchmarks; 0 when that method was not run.
     double geomean_vs_onednn_conv_plain = 0, geomean_vs_onednn_conv_best = 0;
+    /// Benchmarks on which it beat, tied or lost to the reference (CompareConfig::against),
+    /// over those where both were measured and the reference is another method. Each side's
+    /// figures are its judged rounds (or its one measurement): beat when all of its figures are
+    /// above all of the reference's, lost when all are below, tied when their ranges overlap.
+    int beat = 0, tied = 0, lost = 0;
+    /// The reference as named in reports ("onednn", "base", "onednn (base where onednn did not
+    /// run)"); empty when there was none.
+    std::string against;
+    int compared() const { return beat + tied + lost; }
 };
 
 std::vector<std::string> default_compare_methods();
@@ -101,10 +124,19 @@ std::vector<std::string> default_compare_methods();
 /// Runs (or resumes) the experiment; writes results.csv, summary.md and plots/ in out_dir
 /// (created only when there is a row to write). Returns every row (old and new). One
 /// benchmark or method that fails gives a failed row (CompareRow::error) and the run goes on;
-/// errors of the whole run (configuration, dataset, output directory) throw looptool::Error.
+/// errors of the whole run (configuration, dataset, output directory, a selection with no
+/// benchmark or none any method runs on) throw looptool::Error.
 std::vector<CompareRow> run_compare(const CompareConfig &config);
 
+/// Per method (in `methods` order, those with rows), with beat/tied/lost counts against
+/// `against` (CompareConfig::against; empty: onednn where measured, else base).
 std::vector<MethodSummary> summarize(const std::vector<CompareRow> &rows,
-                                     const std::vector<std::string> &methods);
+                                     const std::vector<std::string> &methods,
+                                     const std::string &against = "");
+
+/// The summary as compare prints it on stdout: a table per method (a ratio against a method
+/// that was not run is "-"), then where the results are (`plots`: whether plots were written).
+std::string format_summary_table(const std::vector<MethodSummary> &sums, const std::string &out_dir,
+                                 bool plots);
 
 }  // namespace looptune

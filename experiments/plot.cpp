@@ -66,20 +66,26 @@ bool gnuplot_available() {
     return std::system("gnuplot -e 'set terminal pngcairo' >/dev/null 2>&1") == 0;
 }
 
-void plot_lines(const std::string &png_path, const PlotSpec &spec,
-                const std::vector<Series> &series) {
-    if (series.empty()) throw Error(fmt::format("{}: nothing to plot", png_path));
+std::string lines_script(const PlotSpec &spec, const std::vector<Series> &series) {
     std::string s = header(spec);
+    if (!spec.log_y) s += "set yrange [0:*]\n";  // a GFLOPS axis from 0: ratios read true
     std::string plot = "plot ";
     std::string data;
     for (size_t i = 0; i < series.size(); ++i) {
-        plot += fmt::format("{}'-' using 1:2 with linespoints lw 2 title {}", i ? ", " : "",
-                            quote(series[i].title));
+        // Dash patterns 1-5 and markers 1-12 (pngcairo's), so coinciding lines stay apart.
+        plot += fmt::format("{}'-' using 1:2 with linespoints lw 2 dt {} pt {} title {}",
+                            i ? ", " : "", i % 5 + 1, i % 12 + 1, quote(series[i].title));
         for (size_t j = 0; j < series[i].x.size() && j < series[i].y.size(); ++j)
             data += fmt::format("{} {}\n", series[i].x[j], series[i].y[j]);
         data += "e\n";
     }
-    run_gnuplot(png_path, spec, s + plot + "\n" + data);
+    return s + plot + "\n" + data;
+}
+
+void plot_lines(const std::string &png_path, const PlotSpec &spec,
+                const std::vector<Series> &series) {
+    if (series.empty()) throw Error(fmt::format("{}: nothing to plot", png_path));
+    run_gnuplot(png_path, spec, lines_script(spec, series));
 }
 
 void plot_bars(const std::string &png_path, const PlotSpec &spec,

@@ -18,9 +18,13 @@ struct PlotSpec {
     int width = 1200, height = 600;
 };
 
-/// Lines (with points), one per series.
+/// Lines (with points), one per series, each with its own dash pattern and marker (a line
+/// drawn over another stays visible); a linear y axis starts at 0.
 void plot_lines(const std::string &png_path, const PlotSpec &spec,
                 const std::vector<Series> &series);
+
+/// The gnuplot commands (data inline) plot_lines runs, without the terminal and output lines.
+std::string lines_script(const PlotSpec &spec, const std::vector<Series> &series);
 
 /// Grouped bars: one group per category, one bar per series (series[i].y[j] is category j).
 void plot_bars(const std::string &png_path, const PlotSpec &spec,

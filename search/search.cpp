@@ -29,7 +29,7 @@ const std::vector<SearchAlgorithm> &search_table() {
         {"random", "uniformly random legal walks of the step limit", detail::random_walks},
         {"genetic", "a genetic algorithm over action sequences", detail::genetic},
         {"tile", "the register-tile schedule family for matmuls and conv2d (an expert template)",
-         detail::tile_template},
+         detail::tile_template, kUncutSteps},
     };
     return table;
 }
@@ -43,14 +43,29 @@ const std::vector<std::string> &search_algorithms() {
     return names;
 }
 
-SearchResult run_search(const std::string &algo, Environment &env, const Program &start,
-                        const SearchConfig &config) {
-    if (config.max_steps < 1) throw Error("the step limit must be at least 1");
-    if (!(config.budget_s > 0)) throw Error("the budget must be positive");
+namespace {
+const SearchAlgorithm &find_algorithm(const std::string &algo) {
     for (const auto &a : search_table())
-        if (a.name == algo) return a.run(env, start, config);
+        if (a.name == algo) return a;
     throw Error(fmt::format("unknown search algorithm '{}' (known: {})", algo,
                             fmt::join(search_algorithms(), ", ")));
+}
+}  // namespace
+
+int default_steps(const std::string &algo) { return find_algorithm(algo).default_steps; }
+
+SearchResult run_search(const std::string &algo, Environment &env, const Program &start,
+                        const SearchConfig &config) {
+    if (config.max_steps < 0)
+        throw Error(
+            fmt::format("the step limit must be 0 (the algorithm's own) or positive (got {})",
+                        config.max_steps));
+    if (!(config.budget_s > 0)) throw Error("the budget must be positive");
+    const SearchAlgorithm &a = find_algorithm(algo);
+    if (config.max_steps > 0) return a.run(env, start, config);
+    SearchConfig own = config;
+    own.max_steps = a.default_steps;
+    return a.run(env, start, own);
 }
 
 namespace detail {

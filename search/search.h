@@ -15,8 +15,15 @@
 
 namespace looptune {
 
+/// LoopTune's step limit: actions per sequence of its agents and of the blind searches here.
+inline constexpr int kLoopTuneSteps = 10;
+/// A step limit that never cuts: the tile template's sequences are as long as the schedule
+/// needs (12-20 actions for a matmul tile, 40-50 for a conv one).
+inline constexpr int kUncutSteps = 1 << 30;
+
 struct SearchConfig {
-    int max_steps = 10;           ///< actions per sequence (LoopTune: 10)
+    /// Actions per sequence; 0: what the algorithm needs (SearchAlgorithm::default_steps).
+    int max_steps = 0;
     double budget_s = 60;         ///< wall-clock budget, seconds
     uint64_t seed = 0;            ///< random and genetic
     int64_t max_schedules = 0;    ///< stop after this many distinct schedules (0: no limit)
@@ -51,13 +58,22 @@ struct SearchAlgorithm {
     std::string name;
     std::string help;  ///< one line for --help
     std::function<SearchResult(Environment &, const looptool::Program &, const SearchConfig &)> run;
+    /// The step limit it runs with when none is given (SearchConfig::max_steps 0): LoopTune's
+    /// for the blind searches; kUncutSteps for `tile`, whose sequences cut short are not the
+    /// template's schedules.
+    int default_steps = kLoopTuneSteps;
 };
 const std::vector<SearchAlgorithm> &search_table();
 /// The names of search_table(), in its order.
 const std::vector<std::string> &search_algorithms();
 
-/// Runs `algo` from `start` (usually the naive nest) in `env`'s action space.
+/// The step limit of `algo` when none is given (SearchAlgorithm::default_steps).
 /// Throws looptool::Error for an unknown algorithm name.
+int default_steps(const std::string &algo);
+
+/// Runs `algo` from `start` (usually the naive nest) in `env`'s action space, with the step
+/// limit config.max_steps or, for 0, default_steps(algo).
+/// Throws looptool::Error for an unknown algorithm name or a negative step limit.
 SearchResult run_search(const std::string &algo, Environment &env, const looptool::Program &start,
                         const SearchConfig &config);
 

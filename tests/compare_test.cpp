@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "experiments/compare_plots.h"
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "test_util.h"
@@ -209,11 +210,11 @@ TEST(Compare, RecordsAFailedRowForABadFileAndAFailingMethodAndGoesOn) {
     std::ofstream(fs::path(c.dataset_dir) / "mm_broken")
         << "looptool-program 1\nname broken\nvar m x\n";
     // A method that fails on one benchmark only, as a search that throws would.
-    c.extra_methods["flaky"] = [](Environment &,
-                                  const looptool::Program &start) -> std::vector<looptool::Action> {
-        if (start.comp->name == "mm16_24_8") throw looptool::Error("flaky: refused mm16_24_8");
-        return {};
-    };
+    c.extra_methods["flaky"] = {
+        [](Environment &, const looptool::Program &start) -> std::vector<looptool::Action> {
+            if (start.comp->name == "mm16_24_8") throw looptool::Error("flaky: refused mm16_24_8");
+            return {};
+        }};
     c.methods = {"base", "flaky"};
     std::vector<std::string> failures;
     c.on_failure = [&](const CompareRow &r) {
@@ -342,4 +343,176 @@ TEST(Compare, OneDnnConvMethodsRunOnConvBenchmarksOnlyAndAreVerified) {
                         conv.at("tile")->gflops / conv.at("onednn-conv-best")->gflops, 1e-9);
             EXPECT_EQ(s.geomean_vs_onednn, 0);  // no sgemm row for a conv
         }
+}
+
+// Without a step limit each method gets what it needs: `tile` its whole sequences (every
+// register tile of a 128x128x64 matmul takes more than LoopTune's 10 actions), the blind
+// searches 10, a registered method its own environment's (a policy's episode length).
+TEST(Compare, WithoutStepsEachMethodGetsTheStepLimitItNeeds) {
+    looptool::tests::TempDir dir("compare_steps");
+    looptool::write_matmul_dataset({{128, 128, 64}}, (dir.path / "ds").string());
+    CompareConfig c;
+    c.dataset_dir = (dir.path / "ds").string();
+    c.split = Split::All;
+    c.budget_s = 1;
+    c.final_only = true;
+    c.plots = false;
+    c.out_dir = (dir.path / "out").string();
+    int seen_steps = 0;
+    c.extra_methods["own16"] = {[&](Environment &env, const looptool::Program &) {
+                                    seen_steps = env.config().max_steps;
+                                    return std::vector<looptool::Action>{};
+                                },
+                                [](EnvConfig e) {
+                                    e.max_steps = 16;
+                                    return e;
+                                }};
+    c.methods = {"base", "greedy1", "tile", "own16"};
+    std::map<std::string, CompareRow> by;
+    for (const auto &r : run_compare(c)) by[r.method] = r;
+    ASSERT_FALSE(by.at("tile").failed()) << by.at("tile").error;
+    const auto count = [](const std::string &a) {
+        return a.empty() ? 0 : int(std::count(a.begin(), a.end(), ' ')) + 1;
+    };
+    EXPECT_GT(count(by.at("tile").actions), 10) << by.at("tile").actions;
+    EXPECT_LE(count(by.at("greedy1").actions), 10);
+    EXPECT_EQ(seen_steps, 16);
+    EXPECT_NE(slurp(fs::path(c.out_dir) / "summary.md")
+                  .find("10 actions per sequence (own16: 16; tile: uncut)"),
+              std::string::npos);
+    // A limit given applies to every method: one that needs another is refused before any row.
+    looptool::tests::TempDir dir2("compare_steps_given");
+    c.out_dir = (dir2.path / "out").string();
+    c.max_steps = 10;
+    try {
+        run_compare(c);
+        FAIL() << "a method needing 16 steps ran with 10";
+    } catch (const looptool::Error &e) {
+        EXPECT_NE(std::string(e.what()).find("give --steps 16"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(c.out_dir));
+}
+
+// A selection without a benchmark to run is an error naming why, and writes nothing; so is a
+// method name that is not one, with the names that are.
+TEST(Compare, AnEmptySelectionOrAnUnknownMethodIsAnErrorNamingWhy) {
+    looptool::tests::TempDir dir("compare_empty");
+    CompareConfig c = small_config(dir);
+    auto error_of = [&] {
+        try {
+            run_compare(c);
+        } catch (const looptool::Error &e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    c.split = Split::Test;  // two files: both in the train split
+    std::string why = error_of();
+    EXPECT_NE(why.find("the test split of"), std::string::npos) << why;
+    EXPECT_NE(why.find("2 in the train split"), std::string::npos) << why;
+    EXPECT_NE(why.find("--split all"), std::string::npos) << why;
+    c.split = Split::All;
+    c.methods = {"onednn-conv-best"};  // matmuls only: no benchmark it runs on
+    why = error_of();
+    EXPECT_NE(why.find("none of the methods (onednn-conv-best) runs on the 2 benchmarks"),
+              std::string::npos)
+        << why;
+    c.methods = {"base", "onedn"};
+    why = error_of();
+    EXPECT_NE(why.find("unknown method 'onedn' (known: base, greedy1,"), std::string::npos) << why;
+    EXPECT_NE(why.find(", onednn,"), std::string::npos) << why;
+    c.methods = {"base", "greedy1"};
+    c.against = "onednn";  // not compared
+    why = error_of();
+    EXPECT_NE(why.find("--against onednn is not one of the methods compared (base, greedy1)"),
+              std::string::npos)
+        << why;
+    EXPECT_FALSE(fs::exists(c.out_dir));
+}
+
+namespace {
+CompareRow judged_row(const std::string &bench, const std::string &method,
+                      std::vector<double> rounds) {
+    CompareRow r;
+    r.benchmark = bench;
+    r.method = method;
+    r.judged_gflops = rounds;
+    std::sort(rounds.begin(), rounds.end());
+    r.gflops = rounds[rounds.size() / 2];
+    r.speedup = 1;
+    return r;
+}
+}  // namespace
+
+// Beat, tied or lost per benchmark: the judged rounds' ranges above, overlapping or below the
+// reference's; by default oneDNN where it ran, base elsewhere; a method is not its own rival.
+TEST(Compare, CountsBenchmarksBeatTiedAndLostAgainstTheReference) {
+    std::vector<CompareRow> rows = {
+        judged_row("mmA", "base", {10}),           judged_row("mmA", "tile", {50, 52, 55}),
+        judged_row("mmA", "onednn", {40, 45, 49}),  // tile beat it
+        judged_row("mmB", "base", {10}),           judged_row("mmB", "tile", {40, 44, 50}),
+        judged_row("mmB", "onednn", {48, 49, 60}),  // overlapping: tied
+        judged_row("mmC", "base", {10}),           judged_row("mmC", "tile", {30, 31, 32}),
+        judged_row("mmC", "onednn", {33, 34, 35}),  // all below: lost
+        judged_row("conv", "base", {5}),           judged_row("conv", "tile", {20, 21, 22}),
+    };
+    auto sums = summarize(rows, {"base", "tile", "onednn"});
+    ASSERT_EQ(sums.size(), 3u);
+    const MethodSummary &base = sums[0], &tile = sums[1], &dnnl = sums[2];
+    EXPECT_EQ(tile.against, "onednn (base where onednn did not run)");
+    EXPECT_EQ(tile.beat, 2);  // mmA, and conv against base
+    EXPECT_EQ(tile.tied, 1);
+    EXPECT_EQ(tile.lost, 1);
+    EXPECT_EQ(base.lost, 3);
+    EXPECT_EQ(base.compared(), 3);  // not against itself on conv
+    EXPECT_EQ(dnnl.compared(), 0);
+    const std::string table = format_summary_table(sums, "out", false);
+    EXPECT_NE(table.find("beat/tied/lost"), std::string::npos) << table;
+    EXPECT_NE(table.find(" 2/1/1\n"), std::string::npos) << table;
+    // Against base, named: onednn beat it on the three matmuls.
+    sums = summarize(rows, {"base", "tile", "onednn"}, "base");
+    EXPECT_EQ(sums[2].beat, 3);
+    EXPECT_EQ(sums[2].against, "base");
+    EXPECT_EQ(sums[0].compared(), 0);
+    // One measurement each: tied only when equal.
+    rows = {judged_row("mmA", "base", {10}), judged_row("mmA", "greedy1", {10}),
+            judged_row("mmB", "base", {10}), judged_row("mmB", "greedy1", {10.5})};
+    sums = summarize(rows, {"greedy1"});
+    EXPECT_EQ(sums[0].against, "base");
+    EXPECT_EQ(sums[0].tied, 1);
+    EXPECT_EQ(sums[0].beat, 1);
+}
+
+// The stdout table: "-" where a library was not run (as summary.md), not "0.00x".
+TEST(Compare, TheTableShowsADashForALibraryNotRun) {
+    std::vector<CompareRow> rows = {judged_row("mmA", "base", {10}),
+                                    judged_row("mmA", "greedy1", {12})};
+    const std::string table =
+        format_summary_table(summarize(rows, {"base", "greedy1"}), "out", true);
+    EXPECT_EQ(table.find("0.00x"), std::string::npos) << table;
+    EXPECT_NE(table.find("   -         -"), std::string::npos) << table;
+    EXPECT_NE(table.find("results in out/results.csv, summary.md, plots/"), std::string::npos);
+}
+
+// Lines of a step plot that coincide (the same actions) are named so and drawn with their own
+// dashes and markers; the GFLOPS axis starts at 0.
+TEST(Compare, StepPlotsNameCoincidingLinesAndStartAtZero) {
+    std::vector<CompareRow> rows(4);
+    const char *methods[] = {"base", "greedy1", "greedy2", "beam2dfs"};
+    const char *actions[] = {"", "down split_2", "down split_2", ""};
+    for (int i = 0; i < 4; ++i) {
+        rows[size_t(i)].benchmark = "mmA";
+        rows[size_t(i)].method = methods[i];
+        rows[size_t(i)].actions = actions[i];
+        rows[size_t(i)].step_gflops = i % 3 ? std::vector<double>{10, 12, 20} : std::vector{10.0};
+    }
+    const std::vector<Series> lines = step_series(rows, "mmA");
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_EQ(lines[1].title, "greedy1");
+    EXPECT_EQ(lines[2].title, "greedy2 (same actions as greedy1)");
+    EXPECT_EQ(lines[3].title, "beam2dfs (same actions as base)");
+    const std::string script = lines_script({"t", "step", "GFLOPS"}, lines);
+    EXPECT_NE(script.find("set yrange [0:*]"), std::string::npos) << script;
+    EXPECT_NE(script.find("dt 2 pt 2"), std::string::npos) << script;
+    EXPECT_NE(script.find("dt 3 pt 3"), std::string::npos) << script;
 }

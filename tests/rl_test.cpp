@@ -422,17 +422,19 @@ TEST(PolicyCli, TuneAndCompareUseAPolicyFile) {
     r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/missing.pt");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("missing.pt"), std::string::npos);
-    // The policy was trained for 6 steps: compare insists on the same limit for every method.
+    // The policy was trained for 6 steps: a step limit given for every method must be that.
     r = tests::run_cli(
         dir,
         "compare --dataset data --split all --methods base,policy --policy run/policy.pt "
-        "--out cmp --no-plots");
+        "--steps 10 --out cmp --no-plots");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("--steps 6"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path / "cmp"));
+    // Without --steps it rolls out for its own 6.
     r = tests::run_cli(
         dir,
         "compare --dataset data --split all --limit 2 --methods base,policy --policy run/policy.pt "
-        "--steps 6 --out cmp --no-plots --json");
+        "--out cmp --no-plots --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(tests::slurp(dir.path / "cmp/results.csv").find(",policy,"), std::string::npos);
 }

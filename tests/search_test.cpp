@@ -98,8 +98,27 @@ TEST(Search, BadArgumentsAreErrors) {
     Program start = start_of(env, 8, 8, 8);
     SearchConfig cfg;
     EXPECT_THROW(run_search("annealing", env, start, cfg), Error);
-    cfg.max_steps = 0;
+    cfg.max_steps = -1;  // 0: the algorithm's own
     EXPECT_THROW(run_search("greedy1", env, start, cfg), Error);
+}
+
+// Without a step limit each search runs with what it needs: `tile` the template's whole
+// sequences (every register tile of a 128x128x64 matmul takes more than 10 actions), the blind
+// searches LoopTune's 10.
+TEST(Search, WithoutAStepLimitTileRunsItsWholeSequences) {
+    Environment env(fast_env());
+    Program start = start_of(env, 128, 128, 64);
+    SearchConfig cfg;
+    ASSERT_EQ(cfg.max_steps, 0);
+    EXPECT_EQ(default_steps("greedy1"), kLoopTuneSteps);
+    const SearchResult r = run_search("tile", env, start, cfg);
+    EXPECT_GT(r.actions.size(), 10u) << format_actions(r.actions);
+    bool whole = false;
+    for (const TileSchedule &s : schedule_family(128, 128, 64))
+        whole = whole || tile_actions(*start.comp, s) == r.actions;
+    EXPECT_TRUE(whole) << "actions: " << format_actions(r.actions);
+    cfg.budget_s = 2;
+    EXPECT_LE(run_search("random", env, start, cfg).actions.size(), 10u);
 }
 
 TEST(Search, TileTemplateFindsARegisterTileWithinTheStepLimit) {
