@@ -11,6 +11,7 @@
 
 #include "looptool/ir/error.h"
 #include "rl/apex_loop.h"
+#include "rl/demonstrations.h"
 #include "rl/training_run.h"
 
 namespace looptune {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "looptool/ir/error.h"
+#include "rl/demonstrations.h"
 #include "rl/episode_starts.h"
 #include "rl/learner.h"
 #include "rl/torch_errors.h"

@@ -27,6 +27,7 @@
 
 #include "looptool/ir/error.h"
 #include "rl/apex_loop.h"
+#include "rl/demonstrations.h"
 #include "rl/mpi/apex_mpi.h"
 #include "rl/mpi/mpi_comm.h"
 #include "rl/mpi/mpi_transport.h"
