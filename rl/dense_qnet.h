@@ -55,6 +55,10 @@ private:
     using Floats = looptool::TensorData;
     void forward_mlp(const std::vector<RowBlock> &blocks);
     void forward_gnn(const std::vector<RowBlock> &blocks);
+    void gather_graphs(const std::vector<RowBlock> &blocks);  // forward_gnn's steps
+    void count_degrees();
+    void message_round(int r);
+    void readout();
     void forward_heads();
     void backward_heads(const float *dq, int64_t R);  // leaves dL/d(encoding) in denc_
     void backward_mlp(int64_t R);
