@@ -1,4 +1,4 @@
-// Side-by-side matmul benchmarks (docs/performance.md), single-threaded and pinned:
+// Side-by-side matmul benchmarks (docs/results.md), single-threaded and pinned:
 //   naive: the naive nest through our JIT vs. the same i-k-j nest compiled by g++ -O3
 //          -march=native;
 //   best:  the best schedule of a small family reachable with the `full` action space
@@ -134,7 +134,7 @@ void side_by_side(const std::vector<Side *> &sides, const Case &c, const Measure
 struct Row {
     std::string shape;
     double ours = 0, theirs = 0;
-    double onednn = 0;   // `best` only: oneDNN's sgemm, the reference of issue 14
+    double onednn = 0;   // `best` only: oneDNN's sgemm, the reference
     std::string detail;  // the winning schedule, for `best`
     std::string actions;
     double cv = 0;
@@ -248,187 +248,235 @@ void measure_given(const std::vector<Given> &given, const Case &c, Jit &jit, Jit
     std::fflush(stdout);
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    CLI::App app{"Side-by-side matmul benchmarks: our JIT vs g++ (naive) and OpenBLAS (best)"};
+struct Options {
     std::string suite = "all", shapes = "all", coretype = "SkylakeX";
     lb::SideBySide sides;
     double tolerance = 1;
     bool list_family = false, layout = false, compare_prefetch = false, traffic = false;
     std::string schedules_path;
-    app.add_option("--suite", suite, "naive, best or all");
-    app.add_option("--shapes", shapes,
+};
+
+void add_options(CLI::App &app, Options &o) {
+    app.add_option("--suite", o.suite, "naive, best or all");
+    app.add_option("--shapes", o.shapes,
                    "test (25 LoopTune test shapes), big (512^3, 1024^3), all, "
                    "or a list mm{m}_{n}_{k},...");
-    sides.add_options(app);
-    app.add_option("--tolerance", tolerance,
+    o.sides.add_options(app);
+    app.add_option("--tolerance", o.tolerance,
                    "Factor on the verification's forward error bound (docs/measurement.md)");
-    app.add_option("--openblas-coretype", coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
-    app.add_flag("--list-family", list_family, "Print the schedule family's action sequences");
-    app.add_flag("--traffic", traffic,
+    app.add_option("--openblas-coretype", o.coretype, "OPENBLAS_CORETYPE to load OpenBLAS with");
+    app.add_flag("--list-family", o.list_family, "Print the schedule family's action sequences");
+    app.add_flag("--traffic", o.traffic,
                  "With --list-family: each member's estimated traffic beyond L2 "
                  "(looptool/measure/traffic.h) instead of its actions");
-    app.add_flag("--compare-prefetch", compare_prefetch,
+    app.add_flag("--compare-prefetch", o.compare_prefetch,
                  "With --schedules: each schedule also compiled without the lowering's block "
                  "prefetches (NAME no-prefetch), side by side");
-    app.add_flag("--layout", layout,
+    app.add_flag("--layout", o.layout,
                  "The family with the layout actions too (members with B packed)");
     app.add_option(
-           "--schedules", schedules_path,
+           "--schedules", o.schedules_path,
            "Measure these schedules (lines `name: action,action,...`, layout actions "
            "allowed, # comments) and oneDNN side by side on every shape, instead of a suite")
         ->check(CLI::ExistingFile);
-    CLI11_PARSE(app, argc, argv);
+}
 
-    try {
-        const std::vector<Given> given =
-            schedules_path.empty() ? std::vector<Given>{} : read_schedules(schedules_path);
-        // First, before anything could load OpenBLAS with the environment's core type.
-        lb::load_openblas(coretype);
-        lb::load_onednn();
-        const MeasureOptions full = sides.start(10);
-        const int core = sides.core;
-        auto jit = Jit::create();
-        JitOptions no_prefetch;
-        no_prefetch.lower.prefetch_blocks = false;
-        const auto unprefetched = compare_prefetch ? Jit::create(no_prefetch) : nullptr;
-        const MeasureOptions quick = sides.quick(0.02, 2);
-        const double peak = measure_peak_gflops(0.3).gflops;
+/// What every shape's benchmark uses: the protocols, the JITs, the peak, and the results.
+struct Bench {
+    explicit Bench(Options &o) : opt(o) {}
+    Options &opt;  // sides.start() pins and records the core
+    std::vector<Given> given;
+    MeasureOptions full, quick;
+    std::unique_ptr<Jit> jit, unprefetched;
+    double peak = 0;
+    nlohmann::json out;
+    std::vector<Row> naive_rows, best_rows;
+};
 
-        fmt::print("# matmul benchmarks\n\ncpu: {} ({}), core {}, JIT target {}\n",
-                   cpu_model_name(), jit->host_cpu(), core, "host");
-        fmt::print("OpenBLAS: core {} ({})\n", lb::openblas_core(), lb::openblas_config());
-        fmt::print("{}\n", lb::onednn_version());
-        fmt::print("peak (FMA chains, measured now): {:.1f} GFLOPS\n", peak);
-        fmt::print(
-            "protocol: {} warm-ups, median of >= {} calls and >= {} s, {} alternating "
-            "rounds, median of rounds\n",
-            full.warmup, full.min_runs, full.min_time_s, sides.rounds);
+/// Loads the libraries, pins, measures the peak and prints the protocol.
+void start(Bench &b) {
+    b.given =
+        b.opt.schedules_path.empty() ? std::vector<Given>{} : read_schedules(b.opt.schedules_path);
+    // First, before anything could load OpenBLAS with the environment's core type.
+    lb::load_openblas(b.opt.coretype);
+    lb::load_onednn();
+    b.full = b.opt.sides.start(10);
+    const int core = b.opt.sides.core;
+    b.jit = Jit::create();
+    JitOptions no_prefetch;
+    no_prefetch.lower.prefetch_blocks = false;
+    b.unprefetched = b.opt.compare_prefetch ? Jit::create(no_prefetch) : nullptr;
+    b.quick = b.opt.sides.quick(0.02, 2);
+    b.peak = measure_peak_gflops(0.3).gflops;
 
-        nlohmann::json out;
-        out["cpu"] = cpu_model_name();
-        out["jit_cpu"] = jit->host_cpu();
-        out["openblas_core"] = lb::openblas_core();
-        out["onednn"] = lb::onednn_version();
-        out["peak_gflops"] = peak;
-        out["rounds"] = sides.rounds;
-        std::vector<Row> naive_rows, best_rows;
-        for (const MatmulShape &s : shapes_for(shapes)) {
-            Case c = make_case(s);
-            lb::set_reference_shape({s.m, s.n, s.k});
-            if (list_family) {
-                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, layout)) {
-                    try {
-                        const auto actions = looptune::tile_actions(*c.comp, t);
-                        if (traffic) {
-                            Program p = Program::naive(c.comp);
-                            for (Action a : actions) p = apply(p, a);
-                            const TrafficEstimate e =
-                                estimate_traffic(*p.comp, p.tree, private_cache_bytes());
-                            fmt::print(
-                                "{} {}: L2 traffic {:.2f}x, {:.2f}x read again in short runs "
-                                "beyond a share of L3\n",
-                                s.name(), t.name(), e.ratio(), e.shared_cache_ratio());
-                            continue;
-                        }
-                        fmt::print("{} {}: {}\n", s.name(), t.name(),
-                                   looptune::format_actions(actions));
-                    } catch (const Error &e) {
-                        fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
-                    }
-                }
-                continue;
-            }
-            if (!given.empty()) {
-                measure_given(given, c, *jit, unprefetched.get(), full, sides.rounds, tolerance,
-                              out);
-                continue;
-            }
-            if (suite == "naive" || suite == "all") {
+    fmt::print("# matmul benchmarks\n\ncpu: {} ({}), core {}, JIT target {}\n", cpu_model_name(),
+               b.jit->host_cpu(), core, "host");
+    fmt::print("OpenBLAS: core {} ({})\n", lb::openblas_core(), lb::openblas_config());
+    fmt::print("{}\n", lb::onednn_version());
+    fmt::print("peak (FMA chains, measured now): {:.1f} GFLOPS\n", b.peak);
+    fmt::print(
+        "protocol: {} warm-ups, median of >= {} calls and >= {} s, {} alternating "
+        "rounds, median of rounds\n",
+        b.full.warmup, b.full.min_runs, b.full.min_time_s, b.opt.sides.rounds);
+
+    b.out["cpu"] = cpu_model_name();
+    b.out["jit_cpu"] = b.jit->host_cpu();
+    b.out["openblas_core"] = lb::openblas_core();
+    b.out["onednn"] = lb::onednn_version();
+    b.out["peak_gflops"] = b.peak;
+    b.out["rounds"] = b.opt.sides.rounds;
+}
+
+/// --list-family: each member's actions (or, with --traffic, its estimated traffic).
+void list_family(const Options &opt, const Case &c) {
+    const MatmulShape &s = c.shape;
+    for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, opt.layout)) {
+        try {
+            const auto actions = looptune::tile_actions(*c.comp, t);
+            if (opt.traffic) {
                 Program p = Program::naive(c.comp);
-                Side ours{"jit naive", jit->compile(p).fn}, gcc{"g++ ikj", lb::naive_ikj_kernel};
-                verify(ours.fn, c, "JIT naive nest", tolerance);
-                verify(gcc.fn, c, "g++ naive i-k-j", tolerance);
-                side_by_side({&ours, &gcc}, c, full, sides.rounds);
-                Row r{s.name(), median(ours.gflops),      median(gcc.gflops), 0, "",
-                      "",       std::max(ours.cv, gcc.cv)};
-                fmt::print("naive {}: jit {:.1f}  g++ {:.1f}  ratio {:.2f}\n", r.shape, r.ours,
-                           r.theirs, r.ours / r.theirs);
-                std::fflush(stdout);
-                naive_rows.push_back(r);
-                out["naive"].push_back(
-                    {{"shape", r.shape}, {"jit_gflops", ours.gflops}, {"gcc_gflops", gcc.gflops}});
-            }
-            if (suite == "best" || suite == "all") {
-                // Search the family with a short protocol, then time the winner side by side.
-                double best = -1;
-                looptune::TileSchedule best_t;
-                std::vector<Action> best_actions;
-                KernelFn best_fn = nullptr;
-                nlohmann::json tried = nlohmann::json::array();
-                for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, layout)) {
-                    std::vector<Action> actions;
-                    try {
-                        actions = looptune::tile_actions(*c.comp, t);
-                    } catch (const Error &e) {
-                        tried.push_back({{"schedule", t.name()}, {"error", e.what()}});
-                        continue;
-                    }
-                    Program p = Program::naive(c.comp);
-                    for (Action a : actions) p = apply(p, a);
-                    Kernel k = jit->compile(p);
-                    verify(k.fn, c, "schedule " + t.name(), tolerance);
-                    Buffers buf = c.inputs;
-                    Measurement m = measure_kernel(k.fn, *c.comp, buf, quick);
-                    tried.push_back({{"schedule", t.name()},
-                                     {"gflops", m.median_gflops},
-                                     {"compile_ms", k.compile_ms}});
-                    if (m.median_gflops > best) {
-                        best = m.median_gflops, best_t = t, best_actions = actions, best_fn = k.fn;
-                    }
-                }
-                if (!best_fn)
-                    throw Error(fmt::format("{}: no schedule of the family applies", s.name()));
-                Side ours{"jit best", best_fn}, blas{"OpenBLAS", lb::openblas_kernel},
-                    dnnl{"oneDNN", lb::onednn_kernel};
-                verify(blas.fn, c, "OpenBLAS sgemm", tolerance);
-                verify(dnnl.fn, c, "oneDNN sgemm", tolerance);
-                side_by_side({&ours, &blas, &dnnl}, c, full, sides.rounds);
-                Row r{s.name(),
-                      median(ours.gflops),
-                      median(blas.gflops),
-                      median(dnnl.gflops),
-                      best_t.name(),
-                      looptune::format_actions(best_actions),
-                      std::max({ours.cv, blas.cv, dnnl.cv})};
+                for (Action a : actions) p = apply(p, a);
+                const TrafficEstimate e = estimate_traffic(*p.comp, p.tree, private_cache_bytes());
                 fmt::print(
-                    "best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  oneDNN {:.1f}  ratio vs oneDNN "
-                    "{:.2f}\n",
-                    r.shape, r.ours, r.detail, r.theirs, r.onednn, r.ours / r.onednn);
-                std::fflush(stdout);
-                best_rows.push_back(r);
-                out["best"].push_back({{"shape", r.shape},
-                                       {"schedule", r.detail},
-                                       {"actions", r.actions},
-                                       {"jit_gflops", ours.gflops},
-                                       {"openblas_gflops", blas.gflops},
-                                       {"onednn_gflops", dnnl.gflops},
-                                       {"family", tried}});
+                    "{} {}: L2 traffic {:.2f}x, {:.2f}x read again in short runs beyond a share "
+                    "of L3\n",
+                    s.name(), t.name(), e.ratio(), e.shared_cache_ratio());
+                continue;
             }
+            fmt::print("{} {}: {}\n", s.name(), t.name(), looptune::format_actions(actions));
+        } catch (const Error &e) {
+            fmt::print("{} {}: not reachable: {}\n", s.name(), t.name(), e.what());
         }
-        if (list_family) return 0;
-        if (!naive_rows.empty())
-            print_table("naive nest: our JIT vs g++ -O3 -march=native (i-k-j)", "JIT", "g++",
-                        naive_rows, peak, false);
-        if (!best_rows.empty()) {
-            print_table("best schedule of the family vs OpenBLAS and oneDNN sgemm (1 thread each)",
-                        "JIT best", "OpenBLAS", best_rows, peak, true);
-            fmt::print("\nwinning action sequences:\n");
-            for (const auto &r : best_rows)
-                fmt::print("- {} ({}): {}\n", r.shape, r.detail, r.actions);
+    }
+}
+
+/// The `naive` suite on one shape: our JIT's naive nest against g++'s i-k-j nest.
+void bench_naive(Bench &b, const Case &c) {
+    Program p = Program::naive(c.comp);
+    Side ours{"jit naive", b.jit->compile(p).fn}, gcc{"g++ ikj", lb::naive_ikj_kernel};
+    verify(ours.fn, c, "JIT naive nest", b.opt.tolerance);
+    verify(gcc.fn, c, "g++ naive i-k-j", b.opt.tolerance);
+    side_by_side({&ours, &gcc}, c, b.full, b.opt.sides.rounds);
+    Row r{c.shape.name(),           median(ours.gflops), median(gcc.gflops), 0, "", "",
+          std::max(ours.cv, gcc.cv)};
+    fmt::print("naive {}: jit {:.1f}  g++ {:.1f}  ratio {:.2f}\n", r.shape, r.ours, r.theirs,
+               r.ours / r.theirs);
+    std::fflush(stdout);
+    b.naive_rows.push_back(r);
+    b.out["naive"].push_back(
+        {{"shape", r.shape}, {"jit_gflops", ours.gflops}, {"gcc_gflops", gcc.gflops}});
+}
+
+/// The family's fastest member on `c` by the short protocol; every member's figure (or why it
+/// does not apply) goes into `tried`.
+struct FamilyBest {
+    double gflops = -1;
+    looptune::TileSchedule schedule;
+    std::vector<Action> actions;
+    KernelFn fn = nullptr;
+};
+
+FamilyBest search_family(Bench &b, const Case &c, nlohmann::json &tried) {
+    const MatmulShape &s = c.shape;
+    FamilyBest best;
+    for (const auto &t : looptune::schedule_family(s.m, s.n, s.k, b.opt.layout)) {
+        std::vector<Action> actions;
+        try {
+            actions = looptune::tile_actions(*c.comp, t);
+        } catch (const Error &e) {
+            tried.push_back({{"schedule", t.name()}, {"error", e.what()}});
+            continue;
         }
-        if (!sides.json_path.empty()) write_file_atomically(sides.json_path, out.dump(2) + "\n");
+        Program p = Program::naive(c.comp);
+        for (Action a : actions) p = apply(p, a);
+        Kernel k = b.jit->compile(p);
+        verify(k.fn, c, "schedule " + t.name(), b.opt.tolerance);
+        Buffers buf = c.inputs;
+        Measurement m = measure_kernel(k.fn, *c.comp, buf, b.quick);
+        tried.push_back(
+            {{"schedule", t.name()}, {"gflops", m.median_gflops}, {"compile_ms", k.compile_ms}});
+        if (m.median_gflops > best.gflops) best = {m.median_gflops, t, actions, k.fn};
+    }
+    if (!best.fn) throw Error(fmt::format("{}: no schedule of the family applies", s.name()));
+    return best;
+}
+
+/// The `best` suite on one shape: search the family with a short protocol, then time the winner
+/// side by side with OpenBLAS and oneDNN.
+void bench_best(Bench &b, const Case &c) {
+    nlohmann::json tried = nlohmann::json::array();
+    const FamilyBest best = search_family(b, c, tried);
+    Side ours{"jit best", best.fn}, blas{"OpenBLAS", lb::openblas_kernel},
+        dnnl{"oneDNN", lb::onednn_kernel};
+    verify(blas.fn, c, "OpenBLAS sgemm", b.opt.tolerance);
+    verify(dnnl.fn, c, "oneDNN sgemm", b.opt.tolerance);
+    side_by_side({&ours, &blas, &dnnl}, c, b.full, b.opt.sides.rounds);
+    Row r{c.shape.name(),
+          median(ours.gflops),
+          median(blas.gflops),
+          median(dnnl.gflops),
+          best.schedule.name(),
+          looptune::format_actions(best.actions),
+          std::max({ours.cv, blas.cv, dnnl.cv})};
+    fmt::print(
+        "best {}: jit {:.1f} ({})  OpenBLAS {:.1f}  oneDNN {:.1f}  ratio vs oneDNN "
+        "{:.2f}\n",
+        r.shape, r.ours, r.detail, r.theirs, r.onednn, r.ours / r.onednn);
+    std::fflush(stdout);
+    b.best_rows.push_back(r);
+    b.out["best"].push_back({{"shape", r.shape},
+                             {"schedule", r.detail},
+                             {"actions", r.actions},
+                             {"jit_gflops", ours.gflops},
+                             {"openblas_gflops", blas.gflops},
+                             {"onednn_gflops", dnnl.gflops},
+                             {"family", tried}});
+}
+
+/// The tables of both suites, the winning action sequences, and the JSON file.
+void report(const Bench &b) {
+    if (!b.naive_rows.empty())
+        print_table("naive nest: our JIT vs g++ -O3 -march=native (i-k-j)", "JIT", "g++",
+                    b.naive_rows, b.peak, false);
+    if (!b.best_rows.empty()) {
+        print_table("best schedule of the family vs OpenBLAS and oneDNN sgemm (1 thread each)",
+                    "JIT best", "OpenBLAS", b.best_rows, b.peak, true);
+        fmt::print("\nwinning action sequences:\n");
+        for (const auto &r : b.best_rows)
+            fmt::print("- {} ({}): {}\n", r.shape, r.detail, r.actions);
+    }
+    if (!b.opt.sides.json_path.empty())
+        write_file_atomically(b.opt.sides.json_path, b.out.dump(2) + "\n");
+}
+
+void run(Options &opt) {
+    Bench b(opt);
+    start(b);
+    for (const MatmulShape &s : shapes_for(opt.shapes)) {
+        Case c = make_case(s);
+        lb::set_reference_shape({s.m, s.n, s.k});
+        if (opt.list_family) {
+            list_family(opt, c);
+        } else if (!b.given.empty()) {
+            measure_given(b.given, c, *b.jit, b.unprefetched.get(), b.full, opt.sides.rounds,
+                          opt.tolerance, b.out);
+        } else {
+            if (opt.suite == "naive" || opt.suite == "all") bench_naive(b, c);
+            if (opt.suite == "best" || opt.suite == "all") bench_best(b, c);
+        }
+    }
+    if (!opt.list_family) report(b);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"Side-by-side matmul benchmarks: our JIT vs g++ (naive) and OpenBLAS (best)"};
+    Options opt;
+    add_options(app, opt);
+    CLI11_PARSE(app, argc, argv);
+    try {
+        run(opt);
     } catch (const std::exception &e) {
         fmt::print(stderr, "error: {}\n", e.what());
         return 1;

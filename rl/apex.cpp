@@ -11,6 +11,7 @@
 
 #include "looptool/ir/error.h"
 #include "rl/apex_loop.h"
+#include "rl/demonstrations.h"
 #include "rl/training_run.h"
 
 namespace looptune {
@@ -91,6 +92,88 @@ private:
     Shared &s_;
 };
 
+/// The main thread's view of the run: the shared counts, the learner (under its mutex between
+/// updates) and the threads, which it joins when the run stops.
+struct Supervisor {
+    const TrainConfig &c;
+    TrainingRun &run;
+    Shared &shared;
+    ApexPace &pace;
+    Learner &learner;
+    std::mutex &learner_mutex;
+    std::thread learner_thread;
+    std::vector<std::thread> actors;
+
+    void join_all() {
+        shared.stop = true;
+        for (auto &t : actors)
+            if (t.joinable()) t.join();
+        if (learner_thread.joinable()) learner_thread.join();
+    }
+    void snapshot_counts(RunSnapshot &at) {
+        at.env_steps = shared.env_steps;
+        at.episodes = shared.episodes;
+        at.updates = pace.updates;
+        at.loss = pace.loss;
+        at.epsilon = apex_epsilon(c, 0, c.actors);
+        std::lock_guard<std::mutex> g(shared.stats_mutex);
+        at.episode_reward = shared.episode_reward.mean();
+        at.episode_speedup = shared.episode_speedup.mean();
+    }
+    void checkpoint(RunSnapshot &at) {
+        std::lock_guard<std::mutex> g(learner_mutex);
+        at.updates = learner.updates;
+        run.checkpoint(learner, at, {{"actors", c.actors}});
+    }
+};
+
+/// Until the run stops: checkpoints, evaluations (of a snapshot of the learner's weights),
+/// metrics rows and the progress line at their intervals, and all of them once the threads
+/// are joined. Threads must be joined whatever happens here (an evaluation that throws, say).
+RunSnapshot supervise(Supervisor &s, Environment &eval_env, const QNetConfig &net_config) {
+    const TrainConfig &c = s.c;
+    RunSnapshot at;
+    QNet snapshot(net_config);
+    int64_t next_checkpoint = (s.shared.env_steps / c.checkpoint_every + 1) * c.checkpoint_every;
+    int64_t next_eval =
+        c.eval_every > 0 ? (s.shared.env_steps / c.eval_every + 1) * c.eval_every : INT64_MAX;
+    int64_t next_row = s.shared.env_steps + 250;
+    const std::string who = fmt::format("{} actors", c.actors);
+    try {
+        for (;;) {
+            if (s.run.out_of_time()) s.shared.stop = true;
+            const bool last = s.shared.stop.load();
+            if (last) s.join_all();
+            s.snapshot_counts(at);
+            if (last && !s.shared.error.empty()) break;  // keep the last good checkpoint
+            if (at.env_steps >= next_checkpoint || last) {
+                s.checkpoint(at);
+                next_checkpoint += c.checkpoint_every;
+            }
+            const bool evaluate = at.env_steps >= next_eval || last;
+            if (evaluate) {
+                {
+                    std::lock_guard<std::mutex> g(s.learner_mutex);
+                    copy_weights(snapshot, s.learner.online);
+                }
+                at.eval = s.run.evaluate(snapshot, eval_env);
+                next_eval += c.eval_every;
+            }
+            if (at.env_steps >= next_row || evaluate) {
+                s.run.record(at, evaluate);
+                next_row = at.env_steps + 250;
+            }
+            s.run.report(at, who, last);
+            if (last) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    } catch (...) {
+        s.join_all();
+        throw;
+    }
+    return at;
+}
+
 }  // namespace
 
 TrainSummary train_apex(const TrainConfig &c) {
@@ -98,15 +181,10 @@ TrainSummary train_apex(const TrainConfig &c) {
     run.create_dir();
     Environment eval_env(train_env_config(c));
     const QNetConfig net_config = net_config_for(c, eval_env);
-    const bool graph = c.graph();
     Learner learner(c, net_config);
     PrioritizedReplay replay(c.replay_capacity, c.per_alpha, c.seed);
     run.start(learner);
-    std::vector<Demo> demos;
-    if (!c.warmstart.empty()) {
-        demos = load_demonstrations(c, eval_env, replay, graph);
-        if (!run.resumed()) pretrain_on_demonstrations(c, learner, replay, demos);
-    }
+    const std::vector<Demo> demos = warm_start(c, eval_env, learner, replay, run.resumed());
 
     Shared shared;
     shared.env_steps = shared.claimed = run.start_steps();
@@ -119,8 +197,9 @@ TrainSummary train_apex(const TrainConfig &c) {
     std::mutex learner_mutex;
     if (shared.env_steps >= c.steps) shared.stop = true;  // a finished run resumed: nothing to do
 
+    Supervisor s{c, run, shared, pace, learner, learner_mutex, {}, {}};
     ThreadLearnerLink learner_link(shared);
-    std::thread learner_thread([&] {
+    s.learner_thread = std::thread([&] {
         try {
             run_apex_learner(c, learner, replay, demos, learner_mutex, pace, learner_link);
         } catch (...) {
@@ -129,9 +208,8 @@ TrainSummary train_apex(const TrainConfig &c) {
         }
     });
     ThreadActorLink actor_link(c, shared, replay, pace);
-    std::vector<std::thread> actors;
     for (int i = 0; i < c.actors; ++i)
-        actors.emplace_back([&, i] {
+        s.actors.emplace_back([&, i] {
             try {
                 run_apex_actor(i, c.actors, c, run.dataset(), net_config, run.start_steps(),
                                actor_link);
@@ -141,67 +219,7 @@ TrainSummary train_apex(const TrainConfig &c) {
             }
         });
 
-    RunSnapshot at;
-    auto snapshot_counts = [&] {
-        at.env_steps = shared.env_steps;
-        at.episodes = shared.episodes;
-        at.updates = pace.updates;
-        at.loss = pace.loss;
-        at.epsilon = apex_epsilon(c, 0, c.actors);
-        std::lock_guard<std::mutex> g(shared.stats_mutex);
-        at.episode_reward = shared.episode_reward.mean();
-        at.episode_speedup = shared.episode_speedup.mean();
-    };
-    auto checkpoint = [&] {
-        std::lock_guard<std::mutex> g(learner_mutex);
-        at.updates = learner.updates;
-        run.checkpoint(learner, at, {{"actors", c.actors}});
-    };
-    QNet snapshot(net_config);
-    int64_t next_checkpoint = (shared.env_steps / c.checkpoint_every + 1) * c.checkpoint_every;
-    int64_t next_eval =
-        c.eval_every > 0 ? (shared.env_steps / c.eval_every + 1) * c.eval_every : INT64_MAX;
-    int64_t next_row = shared.env_steps + 250;
-    // Threads must be joined whatever happens in this loop (an evaluation that throws, say).
-    auto join_all = [&] {
-        shared.stop = true;
-        for (auto &t : actors)
-            if (t.joinable()) t.join();
-        if (learner_thread.joinable()) learner_thread.join();
-    };
-    const std::string who = fmt::format("{} actors", c.actors);
-    try {
-        for (;;) {
-            if (run.out_of_time()) shared.stop = true;
-            const bool last = shared.stop.load();
-            if (last) join_all();
-            snapshot_counts();
-            if (last && !shared.error.empty()) break;  // keep the last good checkpoint
-            if (at.env_steps >= next_checkpoint || last) {
-                checkpoint();
-                next_checkpoint += c.checkpoint_every;
-            }
-            const bool evaluate = at.env_steps >= next_eval || last;
-            if (evaluate) {
-                {
-                    std::lock_guard<std::mutex> g(learner_mutex);
-                    copy_weights(snapshot, learner.online);
-                }
-                at.eval = run.evaluate(snapshot, eval_env);
-                next_eval += c.eval_every;
-            }
-            if (at.env_steps >= next_row || evaluate) {
-                run.record(at, evaluate);
-                next_row = at.env_steps + 250;
-            }
-            run.report(at, who, last);
-            if (last) break;
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-    } catch (...) {
-        join_all();
-        throw;
-    }
+    RunSnapshot at = supervise(s, eval_env, net_config);
     if (!shared.error.empty())
         shared.error.rethrow(" (the last checkpoint in " + c.out_dir +
                              " is intact: rerun with --resume to continue)");

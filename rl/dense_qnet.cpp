@@ -235,16 +235,31 @@ void DenseQNet::backward_mlp(int64_t R) {
 // round a vertex adds relu(W_self h + W_down mean(parents) + W_up mean(children)) to itself;
 // the readout is relu(W [mean over vertices, cursor vertex, relu(W_g globals)]).
 void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
+    gather_graphs(blocks);
+    count_degrees();
+    h_.resize(rounds_ + 1);
+    act_.resize(rounds_);
+    mp_.resize(rounds_);
+    mc_.resize(rounds_);
+    h_[0].resize(N_ * G_);
+    linear(x_.data(), N_, kGraphVertexFeatures, param(0), param(1), G_, h_[0].data(), true);
+    bias_.resize(G_);
+    for (int r = 0; r < rounds_; ++r) message_round(r);
+    readout();
+}
+
+// The batch's graphs as one: vertex features, edges renumbered, where each state's vertices and
+// edges start, and each state's global features (the end of its flat row: loops ++ globals).
+void DenseQNet::gather_graphs(const std::vector<RowBlock> &blocks) {
     constexpr int V = kGraphVertexFeatures;
-    const int64_t R = R_, G = G_;
     vertex_start_.assign(1, 0);
     edge_start_.assign(1, 0);
     src_.clear();
     dst_.clear();
     x_.clear();
-    globals_in_.resize(R * Gs_);
+    globals_in_.resize(R_ * Gs_);
     int64_t row = 0;
-    const int64_t globals_offset = F_ - Gs_;  // the flat row is loops ++ globals
+    const int64_t globals_offset = F_ - Gs_;
     for (const RowBlock &b : blocks) {
         LT_CHECK(b.count == 0 || b.graphs, "DenseQNet: the gnn encoder needs the states' graphs");
         for (int64_t i = 0; i < b.count; ++i, ++row) {
@@ -263,7 +278,12 @@ void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
                         Gs_ * sizeof(float));
         }
     }
-    const int64_t N = N_ = vertex_start_.back(), E = static_cast<int64_t>(src_.size());
+    N_ = vertex_start_.back();
+}
+
+// 1 / in-degree and 1 / out-degree of every vertex (1 without edges): the means' scales.
+void DenseQNet::count_degrees() {
+    const int64_t N = N_, E = static_cast<int64_t>(src_.size());
     inv_in_.assign(N, 0.f);
     inv_out_.assign(N, 0.f);
     for (int64_t e = 0; e < E; ++e) {
@@ -274,39 +294,39 @@ void DenseQNet::forward_gnn(const std::vector<RowBlock> &blocks) {
         inv_in_[v] = 1.f / std::max(inv_in_[v], 1.f);
         inv_out_[v] = 1.f / std::max(inv_out_[v], 1.f);
     }
-    h_.resize(rounds_ + 1);
-    act_.resize(rounds_);
-    mp_.resize(rounds_);
-    mc_.resize(rounds_);
-    h_[0].resize(N * G);
-    linear(x_.data(), N, V, param(0), param(1), G, h_[0].data(), true);
-    Floats &bias = bias_;
-    bias.resize(G);
-    for (int r = 0; r < rounds_; ++r) {
-        const size_t p = 2 + 6 * r;  // self, down, up: weight and bias each
-        const float *h = h_[r].data();
-        Floats &mp = mp_[r], &mc = mc_[r], &act = act_[r];
-        mp.assign(N * G, 0.f);
-        mc.assign(N * G, 0.f);
-        scatter_rows(h, src_.data(), nullptr, dst_.data(), E, G, mp.data());
-        scatter_rows(h, dst_.data(), nullptr, src_.data(), E, G, mc.data());
-        for (int64_t v = 0; v < N; ++v)
-            for (int64_t j = 0; j < G; ++j) {
-                mp[v * G + j] *= inv_in_[v];
-                mc[v * G + j] *= inv_out_[v];
-            }
-        act.resize(N * G);
-        gemm(false, true, N, G, G, h, G, param(p), G, 0.f, act.data(), G);
-        gemm(false, true, N, G, G, mp.data(), G, param(p + 2), G, 1.f, act.data(), G);
-        gemm(false, true, N, G, G, mc.data(), G, param(p + 4), G, 1.f, act.data(), G);
-        for (int64_t j = 0; j < G; ++j)
-            bias[j] = param(p + 1)[j] + param(p + 3)[j] + param(p + 5)[j];
-        add_bias(act.data(), N, G, bias.data(), true);
-        h_[r + 1].resize(N * G);
-        for (int64_t i = 0; i < N * G; ++i) h_[r + 1][i] = h[i] + act[i];
-    }
-    // Readout: [mean over the state's vertices, the cursor vertex (feature 8), globals].
+}
+
+// Round r: h_[r + 1] = h_[r] + relu(W_self h + W_down mean(parents) + W_up mean(children) + b).
+void DenseQNet::message_round(int r) {
+    const int64_t N = N_, G = G_, E = static_cast<int64_t>(src_.size());
+    const size_t p = 2 + 6 * r;  // self, down, up: weight and bias each
+    const float *h = h_[r].data();
+    Floats &mp = mp_[r], &mc = mc_[r], &act = act_[r], &bias = bias_;
+    mp.assign(N * G, 0.f);
+    mc.assign(N * G, 0.f);
+    scatter_rows(h, src_.data(), nullptr, dst_.data(), E, G, mp.data());
+    scatter_rows(h, dst_.data(), nullptr, src_.data(), E, G, mc.data());
+    for (int64_t v = 0; v < N; ++v)
+        for (int64_t j = 0; j < G; ++j) {
+            mp[v * G + j] *= inv_in_[v];
+            mc[v * G + j] *= inv_out_[v];
+        }
+    act.resize(N * G);
+    gemm(false, true, N, G, G, h, G, param(p), G, 0.f, act.data(), G);
+    gemm(false, true, N, G, G, mp.data(), G, param(p + 2), G, 1.f, act.data(), G);
+    gemm(false, true, N, G, G, mc.data(), G, param(p + 4), G, 1.f, act.data(), G);
+    for (int64_t j = 0; j < G; ++j) bias[j] = param(p + 1)[j] + param(p + 3)[j] + param(p + 5)[j];
+    add_bias(act.data(), N, G, bias.data(), true);
+    h_[r + 1].resize(N * G);
+    for (int64_t i = 0; i < N * G; ++i) h_[r + 1][i] = h[i] + act[i];
+}
+
+// Readout: [mean over the state's vertices, the cursor vertex (feature 8), globals] into the
+// encoding.
+void DenseQNet::readout() {
+    constexpr int V = kGraphVertexFeatures;
     constexpr int kCursorFeature = 8;  // as in QNetImpl::encode_gnn
+    const int64_t R = R_, G = G_;
     const float *h = h_[rounds_].data();
     pooled_.assign(R * 3 * G, 0.f);
     for (int64_t b = 0; b < R; ++b) {

@@ -8,7 +8,7 @@
 // GEMMs through OpenBLAS, whose kernels follow OPENBLAS_CORETYPE (Haswell, AVX2, in these
 // machines' environment): 95 GFLOPS on the update's shapes against oneDNN's 190 on a Zen 5 core;
 // the GNN spent 43% of its update in LibTorch's dispatch and 15% in malloc and copies
-// (docs/performance.md (k)). Here an update is a few dozen sgemm calls and loops over
+// (docs/decisions.md). Here an update is a few dozen sgemm calls and loops over
 // preallocated buffers. tests/dense_qnet_test.cpp checks Q-values and every gradient against
 // LibTorch's autograd, for both encoders.
 #pragma once
@@ -55,6 +55,10 @@ private:
     using Floats = looptool::TensorData;
     void forward_mlp(const std::vector<RowBlock> &blocks);
     void forward_gnn(const std::vector<RowBlock> &blocks);
+    void gather_graphs(const std::vector<RowBlock> &blocks);  // forward_gnn's steps
+    void count_degrees();
+    void message_round(int r);
+    void readout();
     void forward_heads();
     void backward_heads(const float *dq, int64_t R);  // leaves dL/d(encoding) in denc_
     void backward_mlp(int64_t R);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "looptool/ir/error.h"
+#include "rl/demonstrations.h"
 #include "rl/episode_starts.h"
 #include "rl/learner.h"
 #include "rl/torch_errors.h"
@@ -19,93 +20,122 @@ TrainSummary train_apex(const TrainConfig &config);  // rl/apex.cpp
 TrainSummary train_apex_mpi(const TrainConfig &config);  // rl/mpi/apex_mpi.cpp
 #endif
 
-static TrainSummary train_dqn(const TrainConfig &c) {
+namespace {
+
+/// DQN's actor: the episode in progress, its exploration and the returns of the last episodes.
+struct DqnActor {
+    DqnActor(const TrainConfig &c, const Dataset &dataset, int64_t start_steps)
+        : rng(c.seed * 1000003 + start_steps), starts(c, dataset), nstep(c.n_step, c.gamma) {}
+
+    std::mt19937_64 rng;
+    EpisodeStarts starts;
+    RunningMean episode_reward, episode_speedup;
+    NStepBuilder nstep;
+    std::vector<Transition> completed;
+    double ep_reward = 0, ep_base = 0, ep_best = 0;
+    bool in_episode = false;
+    RlState current;  // env's state, encoded (empty after a reset)
+};
+
+/// ε, decayed linearly from eps_start to eps_end over eps_decay_steps.
+double dqn_epsilon(const TrainConfig &c, int64_t env_steps) {
+    return c.eps_end + (c.eps_start - c.eps_end) *
+                           std::max(0.0, 1.0 - static_cast<double>(env_steps) / c.eps_decay_steps);
+}
+
+void start_episode(DqnActor &actor, Environment &env) {
+    actor.starts.reset(env, actor.rng);
+    actor.current.flat.clear();
+    actor.ep_reward = 0;
+    actor.ep_base = actor.ep_best = env.gflops();
+    actor.in_episode = true;
+}
+
+/// One ε-greedy step at at.epsilon; its completed transitions go into the replay. False when
+/// nothing was legal: the episode ends early and no step was taken.
+bool act(DqnActor &actor, Learner &learner, Environment &env, bool graph, PrioritizedReplay &replay,
+         RunSnapshot &at) {
+    actor.completed.clear();
+    const ActedStep step =
+        act_epsilon_greedy(learner.online, env, graph, at.epsilon, actor.rng, actor.nstep,
+                           &actor.completed, actor.current, learner.profile);
+    if (!step.acted) {
+        actor.in_episode = false;
+        return false;
+    }
+    ++at.env_steps;
+    actor.ep_reward += step.reward;
+    actor.ep_best = std::max(actor.ep_best, env.gflops());
+    for (Transition &t : actor.completed) replay.add(std::move(t));
+    if (step.done) {
+        ++at.episodes;
+        actor.episode_reward.push(actor.ep_reward);
+        actor.episode_speedup.push(actor.ep_best / std::max(actor.ep_base, 1e-9));
+        actor.in_episode = false;
+    }
+    return true;
+}
+
+/// Learns at a fixed replay ratio (once the replay holds learning_starts transitions): the
+/// updates the steps since the loop started pay for.
+void learn(const TrainConfig &c, const TrainingRun &run, Learner &learner,
+           PrioritizedReplay &replay, const std::vector<Demo> &demos, int64_t env_steps,
+           RunningMean &loss_mean) {
+    if (replay.size() < std::min<int64_t>(c.learning_starts, c.replay_capacity)) return;
+    while (learner.updates <
+           run.start_updates() + c.updates_per_step * (env_steps - run.start_steps()))
+        loss_mean.push(learner.replay_step(replay, env_steps, &demos));
+}
+
+/// Checkpoints, evaluation, metrics and progress at their intervals, and all of them at the end.
+void bookkeeping(TrainingRun &run, Learner &learner, Environment &eval_env, RunSnapshot &at) {
+    const TrainConfig &c = run.config();
+    const bool last = at.env_steps >= c.steps || run.out_of_time();
+    if (at.env_steps % c.checkpoint_every == 0 || last) run.checkpoint(learner, at, {});
+    const bool evaluate = (c.eval_every > 0 && at.env_steps % c.eval_every == 0) || last;
+    if (evaluate) at.eval = run.evaluate(learner.online, eval_env);
+    if (evaluate || at.env_steps % 250 == 0) run.record(at, evaluate);
+    run.report(at, fmt::format("eps {:.2f}", at.epsilon), last);
+}
+
+TrainSummary train_dqn(const TrainConfig &c) {
     TrainingRun run(c);
     run.create_dir();
-    const Dataset &dataset = run.dataset();
     Environment env(train_env_config(c)), eval_env(train_env_config(c));
     const QNetConfig net_config = net_config_for(c, env);
-    const bool graph = c.graph();
     Learner learner(c, net_config);
     PrioritizedReplay replay(c.replay_capacity, c.per_alpha, c.seed);
     TrainProfile profile;
     if (c.profile) learner.profile = &profile;
     run.start(learner);
-
-    std::vector<Demo> demos;
-    if (!c.warmstart.empty()) {
-        demos = load_demonstrations(c, env, replay, graph);
-        if (!run.resumed()) pretrain_on_demonstrations(c, learner, replay, demos);
-    }
+    const std::vector<Demo> demos = warm_start(c, env, learner, replay, run.resumed());
 
     run.loop_started(learner.updates);
     RunSnapshot at;
     at.env_steps = run.start_steps();
     at.episodes = run.start_episodes();
-    std::mt19937_64 rng(c.seed * 1000003 + at.env_steps);
-    EpisodeStarts starts(c, dataset);
-    RunningMean episode_reward, episode_speedup, loss_mean(200);
-    NStepBuilder nstep(c.n_step, c.gamma);
-    std::vector<Transition> completed;
-    double ep_reward = 0, ep_base = 0, ep_best = 0;
-    bool in_episode = false;
-    RlState current;  // env's state, encoded (empty after a reset)
+    DqnActor actor(c, run.dataset(), at.env_steps);
+    RunningMean loss_mean(200);
     profile.set_env_baseline(env.counters());
     const double profile_start = run.elapsed();
     while (at.env_steps < c.steps && !run.out_of_time()) {
-        if (!in_episode) {
-            starts.reset(env, rng);
-            current.flat.clear();
-            ep_reward = 0;
-            ep_base = ep_best = env.gflops();
-            in_episode = true;
-        }
-        // Act.
-        at.epsilon = c.eps_end +
-                     (c.eps_start - c.eps_end) *
-                         std::max(0.0, 1.0 - static_cast<double>(at.env_steps) / c.eps_decay_steps);
-        completed.clear();
-        const ActedStep step = act_epsilon_greedy(learner.online, env, graph, at.epsilon, rng,
-                                                  nstep, &completed, current, learner.profile);
-        if (!step.acted) {  // nothing legal: end the episode early
-            in_episode = false;
-            continue;
-        }
-        ++at.env_steps;
-        ep_reward += step.reward;
-        ep_best = std::max(ep_best, env.gflops());
-        for (Transition &t : completed) replay.add(std::move(t));
-        if (step.done) {
-            ++at.episodes;
-            episode_reward.push(ep_reward);
-            episode_speedup.push(ep_best / std::max(ep_base, 1e-9));
-            in_episode = false;
-        }
-
-        // Learn, at a fixed replay ratio.
-        if (replay.size() >= std::min<int64_t>(c.learning_starts, c.replay_capacity)) {
-            while (learner.updates <
-                   run.start_updates() + c.updates_per_step * (at.env_steps - run.start_steps()))
-                loss_mean.push(learner.replay_step(replay, at.env_steps, &demos));
-        }
+        if (!actor.in_episode) start_episode(actor, env);
+        at.epsilon = dqn_epsilon(c, at.env_steps);
+        if (!act(actor, learner, env, c.graph(), replay, at)) continue;  // nothing was legal
+        learn(c, run, learner, replay, demos, at.env_steps, loss_mean);
         at.updates = learner.updates;
-        at.episode_reward = episode_reward.mean();
-        at.episode_speedup = episode_speedup.mean();
+        at.episode_reward = actor.episode_reward.mean();
+        at.episode_speedup = actor.episode_speedup.mean();
         at.loss = loss_mean.mean();
-
-        // Bookkeeping: checkpoints, evaluation, metrics, progress.
-        const bool last = at.env_steps >= c.steps || run.out_of_time();
-        if (at.env_steps % c.checkpoint_every == 0 || last) run.checkpoint(learner, at, {});
-        const bool evaluate = (c.eval_every > 0 && at.env_steps % c.eval_every == 0) || last;
-        if (evaluate) at.eval = run.evaluate(learner.online, eval_env);
-        if (evaluate || at.env_steps % 250 == 0) run.record(at, evaluate);
-        run.report(at, fmt::format("eps {:.2f}", at.epsilon), last);
+        bookkeeping(run, learner, eval_env, at);
     }
     at.updates = learner.updates;
     TrainSummary summary = run.summary(at);
     if (c.profile) summary.profile = profile.report(env.counters(), run.elapsed() - profile_start);
     return summary;
 }
+
+}  // namespace
 
 static TrainSummary train_checked(const TrainConfig &config);
 

@@ -2,8 +2,8 @@
 // only from agents/*.cpp). The same arithmetic as torch::nn::utils::clip_grad_norm_ followed by
 // torch::optim::Adam::step (no weight decay, no AMSGrad), but on raw float pointers: LibTorch's
 // version runs ~10 dispatched tensor ops per parameter tensor (~150 per update of our
-// 12-tensor network), which cost more than the network's own GEMMs' overhead (docs/performance.md
-// section (k)). The moments live in the optimizer's own AdamParamState, so checkpoints keep
+// 12-tensor network), which cost more than the network's own GEMMs' overhead
+// (docs/decisions.md). The moments live in the optimizer's own AdamParamState, so checkpoints keep
 // torch::optim::Adam's format.
 #pragma once
 

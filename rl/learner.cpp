@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
-#include <map>
 
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
@@ -85,43 +84,6 @@ struct LearnerBatch {
         weights = wrap(s.weights.data(), torch::kFloat32);
     }
 };
-
-void Learner::cache_demonstrations(const std::vector<Demo> &demos) {
-    if (demo_source_ == &demos && demo_count_ == demos.size()) return;
-    demo_source_ = &demos;
-    demo_count_ = demos.size();
-    const int64_t F = demos.empty() ? 0 : static_cast<int64_t>(demos[0].state.flat.size());
-    const int64_t A = demos.empty() ? 0 : static_cast<int64_t>(demos[0].state.mask.size());
-    demo_flat_.assign(demos.size() * F, 0.f);
-    demo_masks_.assign(demos.size() * A, 0);
-    demo_actions_.clear();
-    for (size_t i = 0; i < demos.size(); ++i) {
-        if (static_cast<int64_t>(demos[i].state.flat.size()) != F ||
-            static_cast<int64_t>(demos[i].state.mask.size()) != A)
-            throw looptool::Error("demonstrations of different state sizes");
-        std::copy_n(demos[i].state.flat.data(), F, demo_flat_.data() + i * F);
-        std::copy_n(demos[i].state.mask.data(), A, demo_masks_.data() + i * A);
-        demo_actions_.push_back(demos[i].action);
-    }
-}
-
-void Learner::pick_demonstrations(const std::vector<Demo> &demos, int64_t D) {
-    cache_demonstrations(demos);
-    std::uniform_int_distribution<size_t> pick(0, demos.size() - 1);
-    const int64_t F = static_cast<int64_t>(demos[0].state.flat.size());
-    const int64_t A = static_cast<int64_t>(demos[0].state.mask.size());
-    demo_rows_.resize(D * F);
-    demo_row_masks_.resize(D * A);
-    demo_row_actions_.resize(D);
-    demo_row_graphs_.clear();
-    for (int64_t i = 0; i < D; ++i) {
-        const size_t d = pick(demo_rng_);
-        std::copy_n(demo_flat_.data() + d * F, F, demo_rows_.data() + i * F);
-        std::copy_n(demo_masks_.data() + d * A, A, demo_row_masks_.data() + i * A);
-        demo_row_actions_[i] = demo_actions_[d];
-        demo_row_graphs_.push_back(&demos[d].state.graph);
-    }
-}
 
 float Learner::update(const ReplaySample &sample, std::vector<float> *priorities,
                       const std::vector<Demo> *demos) {
@@ -439,54 +401,6 @@ Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::s
     return e;
 }
 
-std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env,
-                                      PrioritizedReplay &replay, bool with_graph) {
-    std::vector<Demo> demos;
-    // Clone the best: one trace per benchmark (its best), and only traces worth imitating.
-    std::map<std::string, Trace> best;
-    for (Trace &t : load_traces(config.warmstart)) {
-        if (t.gflops < config.warmstart_min_speedup * t.base_gflops) continue;
-        auto it = best.find(t.benchmark);
-        if (it == best.end() || t.gflops > it->second.gflops) best[t.benchmark] = std::move(t);
-    }
-    if (best.empty())
-        throw looptool::Error(
-            fmt::format("{}: no trace reaches {}x its base (--warmstart-min-speedup)",
-                        config.warmstart, config.warmstart_min_speedup));
-    if (config.progress)
-        config.progress(fmt::format("warm start: {} benchmarks with a trace at >= {}x", best.size(),
-                                    config.warmstart_min_speedup));
-    for (auto &[name, t] : best) {
-        env.reset(t.benchmark);
-        t.actions = drop_cancelling_moves(env.program(), t.actions);
-        NStepBuilder nstep(config.n_step, config.gamma);
-        for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps;
-             ++i) {
-            const int a = env.action_space().index_of(t.actions[i]);
-            if (a < 0 || !env.action_mask()[a]) {
-                looptool::warn(fmt::format(
-                    "{}: action {} ({}) is not legal in space {}; trace cut there", t.benchmark, i,
-                    looptool::action_name(t.actions[i]), env.action_space().name));
-                // The steps before the cut still teach: they bootstrap from where it stopped.
-                for (Transition &tr : nstep.cut(encode_state(env, with_graph)))
-                    replay.add(std::move(tr));
-                break;
-            }
-            RlState s = encode_state(env, with_graph);
-            StepResult r = env.step_index(a);
-            RlState next = encode_state(env, with_graph);
-            const bool last =
-                i + 1 == t.actions.size() || env.steps_taken() >= env.config().max_steps;
-            demos.push_back({s, a});
-            for (Transition &tr :
-                 nstep.push(s, a, static_cast<float>(r.reward), next, last || r.done))
-                replay.add(std::move(tr));
-            if (r.done) break;
-        }
-    }
-    return demos;
-}
-
 int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng) {
     std::uniform_real_distribution<double> u(0, 1);
     if (u(rng) < eps) {
@@ -559,20 +473,6 @@ QNetConfig net_config_for(const TrainConfig &config, const Environment &env) {
     n.gnn_rounds = config.gnn_rounds;
     n.shape = rl_shape(env);
     return n;
-}
-
-void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
-                                PrioritizedReplay &replay, const std::vector<Demo> &demos) {
-    if (demos.empty()) return;
-    if (replay.size() == 0)
-        throw looptool::Error(
-            fmt::format("{}: no demonstrated transition to pre-train on", config.warmstart));
-    for (int64_t i = 0; i < config.warmstart_updates; ++i) {
-        learner.replay_step(replay, /*env_steps=*/0, &demos);
-        if (config.progress && (i + 1) % 200 == 0)
-            config.progress(fmt::format("warm start: {}/{} updates on {} demonstrated steps", i + 1,
-                                        config.warmstart_updates, demos.size()));
-    }
 }
 
 }  // namespace looptune

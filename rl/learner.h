@@ -56,6 +56,7 @@ public:
     TrainProfile *profile = nullptr;  ///< when set, sampling, updates and checkpoints are timed
 
 private:
+    // Defined in rl/demonstrations.cpp.
     /// The demonstrations as contiguous rows, built once per demonstration set.
     void cache_demonstrations(const std::vector<Demo> &demos);
     /// Draws `count` demonstrations (with replacement) into demo_rows_, demo_row_masks_,
@@ -108,11 +109,6 @@ Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::s
                            bool with_graph, std::vector<FailedBenchmark> &failed,
                            EpisodeStarts *seeds = nullptr);
 
-/// Loads warm-start traces and replays them in `env`: demonstrations for the margin loss and
-/// n-step transitions (rewards measured or looked up in the store) for the replay.
-std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env,
-                                      PrioritizedReplay &replay, bool with_graph);
-
 /// One ε-greedy choice over the legal actions.
 int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng);
 
@@ -149,7 +145,4 @@ private:
 
 namespace looptune {
 QNetConfig net_config_for(const TrainConfig &config, const Environment &env);
-/// Supervised warm start: the margin loss on demonstrations plus TD on their transitions.
-void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
-                                PrioritizedReplay &replay, const std::vector<Demo> &demos);
 }  // namespace looptune

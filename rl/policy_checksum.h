@@ -1,7 +1,7 @@
 // The integrity check of a policy file: a CRC-32 over the network's description and every
 // parameter and buffer (name, shape, bytes), stored in the file next to the weights. The
 // archive format itself does not check its data: a policy with flipped bytes in its weights
-// loaded silently before this (issue 12).
+// loaded silently before this.
 #pragma once
 
 #include <string>

@@ -266,6 +266,70 @@ looptool::Computation shrunk(const looptool::Computation &c, int var, int64_t ex
     return out;
 }
 
+// A loop of the compute nest: the `level`-th (0: outermost) over `var`.
+struct LoopId {
+    int var, level;
+};
+
+// Which of a conv tile's splits happened (a factor that covers the extent does not split).
+struct ConvSplits {
+    bool m = false, wo = false, ho = false, c = false;
+};
+
+// The compute nest's loops, outermost first, in the order `s` asks for after the splits.
+std::vector<LoopId> conv_tile_order(const ConvVars &v, const ConvTileSchedule &s,
+                                    const ConvSplits &split) {
+    std::vector<LoopId> order = {{v.n, 0}};
+    const LoopId m_o{v.m, 0}, ho{v.ho, 0};
+    if (s.vector_m && (s.flat || v.ho < 0))
+        throw looptool::Error("the vector_m conv tile is not flat");
+    if (s.vector_m) {
+        if (split.m) order.push_back(m_o);
+        order.push_back(ho);
+        if (split.c) order.push_back({v.c, 0});
+    } else if (v.ho < 0) {
+        if (split.m) order.push_back(m_o);
+    } else if (s.outer == "hm") {
+        order.push_back(ho);
+        if (split.m) order.push_back(m_o);
+    } else {
+        if (split.m) order.push_back(m_o);
+        order.push_back(ho);
+    }
+    if (split.wo) order.push_back({v.wo, 0});
+    const LoopId m_i{v.m, split.m ? 1 : 0}, wo_i{v.wo, split.wo ? 1 : 0}, ho_i{v.ho, 1};
+    for (LoopId r : {LoopId{v.c, split.c ? 1 : 0}, LoopId{v.kh, 0}, LoopId{v.kw, 0}})
+        order.push_back(r);
+    if (split.ho) order.push_back(ho_i);
+    order.push_back(s.vector_m ? wo_i : m_i);
+    order.push_back(s.vector_m ? m_i : wo_i);
+    return order;
+}
+
+// Moves each loop up to its place, outermost first (loops of one var keep their order).
+void move_into_order(Builder &b, const std::vector<LoopId> &order) {
+    for (size_t i = 0; i < order.size(); ++i) {
+        int d = b.depth_of(0, order[i].var, order[i].level);
+        LT_CHECK(d >= int(i), "conv tile order: target loop above its place");
+        if (d == int(i)) continue;
+        b.go(b.flat(0, d));
+        for (; d > int(i); --d) b.act(Action::SwapUp);
+    }
+}
+
+// The write nest (naive order n, ho, wo, m): m moved out to depth 1 so the contiguous wo is
+// innermost, then 16 columns at a time.
+void vectorize_conv_write(Builder &b, const ConvVars &v) {
+    for (int d = b.depth_of(1, v.m, 0); d > 1; --d) {
+        b.go(b.flat(1, d));
+        b.act(Action::SwapUp);
+    }
+    const int wvar = v.wo;
+    const bool wn = b.split(1, wvar, 16, b.comp().vars[size_t(wvar)].extent);
+    b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
+    b.act(Action::Vectorize);
+}
+
 }  // namespace
 
 std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
@@ -309,70 +373,30 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
         *v = {var(v->n), var(v->m), -1, var(v->ho), var(v->c), var(v->kh), var(v->kw)};
     }
     auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
-    const bool ms = b.split(0, v->m, s.tm, extent(v->m));
-    const bool ws = b.split(0, v->wo, s.tw, extent(v->wo));
-    const bool hs = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
+    ConvSplits split;
+    split.m = b.split(0, v->m, s.tm, extent(v->m));
+    split.wo = b.split(0, v->wo, s.tw, extent(v->wo));
+    split.ho = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
     if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
-    const bool cs = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
-    if (s.cb > 0 && !cs)  // the same schedule as the member without blocks
+    split.c = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
+    if (s.cb > 0 && !split.c)  // the same schedule as the member without blocks
         throw looptool::Error(
             fmt::format("blocks of {} cover all {} input channels", s.cb, extent(v->c)));
-    struct Id {
-        int var, level;
-    };
-    std::vector<Id> order = {{v->n, 0}};
-    const Id m_o{v->m, 0}, ho{v->ho, 0};
-    if (s.vector_m && (s.flat || v->ho < 0))
-        throw looptool::Error("the vector_m conv tile is not flat");
-    if (s.vector_m) {
-        if (ms) order.push_back(m_o);
-        order.push_back(ho);
-        if (cs) order.push_back({v->c, 0});
-    } else if (v->ho < 0) {
-        if (ms) order.push_back(m_o);
-    } else if (s.outer == "hm") {
-        order.push_back(ho);
-        if (ms) order.push_back(m_o);
-    } else {
-        if (ms) order.push_back(m_o);
-        order.push_back(ho);
-    }
-    if (ws) order.push_back({v->wo, 0});
-    const Id m_i{v->m, ms ? 1 : 0}, wo_i{v->wo, ws ? 1 : 0}, ho_i{v->ho, 1};
-    for (Id r : {Id{v->c, cs ? 1 : 0}, Id{v->kh, 0}, Id{v->kw, 0}}) order.push_back(r);
-    if (hs) order.push_back(ho_i);
-    order.push_back(s.vector_m ? wo_i : m_i);
-    order.push_back(s.vector_m ? m_i : wo_i);
-    // Move each loop up to its place, outermost first (loops of one var keep their order).
-    for (size_t i = 0; i < order.size(); ++i) {
-        int d = b.depth_of(0, order[i].var, order[i].level);
-        LT_CHECK(d >= int(i), "conv tile order: target loop above its place");
-        if (d == int(i)) continue;
-        b.go(b.flat(0, d));
-        for (; d > int(i); --d) b.act(Action::SwapUp);
-    }
+    move_into_order(b, conv_tile_order(*v, s, split));
+    const LoopId m_i{v->m, split.m ? 1 : 0}, wo_i{v->wo, split.wo ? 1 : 0};
     const int du = s.vector_m ? b.depth_of(0, v->wo, wo_i.level) : b.depth_of(0, v->m, m_i.level);
     if (b.loop(0, du).size > 1) {
         b.go(b.flat(0, du));
         b.act(Action::Unroll);
     }
-    if (hs) {  // th output rows too: each weight vector feeds th * tw FMAs
+    if (split.ho) {  // th output rows too: each weight vector feeds th * tw FMAs
         b.go(b.flat(0, b.depth_of(0, v->ho, 1)));
         b.act(Action::Unroll);
     }
-    const Id vec = s.vector_m ? m_i : wo_i;
+    const LoopId vec = s.vector_m ? m_i : wo_i;
     b.go(b.flat(0, b.depth_of(0, vec.var, vec.level)));
     b.act(Action::Vectorize);
-    // The write nest (naive order n, ho, wo, m): m moved out to depth 1 so the contiguous wo
-    // is innermost, then 16 columns at a time.
-    for (int d = b.depth_of(1, v->m, 0); d > 1; --d) {
-        b.go(b.flat(1, d));
-        b.act(Action::SwapUp);
-    }
-    const int wvar = v->wo;
-    const bool wn = b.split(1, wvar, 16, extent(wvar));
-    b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
-    b.act(Action::Vectorize);
+    vectorize_conv_write(b, *v);
     // W packed under the output rows (or, flat, under the fused rows and columns).
     if (s.pack || s.vector_m) {
         b.go(b.flat(0, b.depth_of(0, v->ho >= 0 ? v->ho : v->wo, 0)));

@@ -105,6 +105,38 @@ void summarize(const std::vector<double> &times, double flops, Measurement &m) {
     m.max_gflops = m.min_s > 0 ? flops / m.min_s * 1e-9 : 0.0;
 }
 
+/// The figures of a measurement from its timed calls or, without any, its warm-up calls; with
+/// neither, from how long the call the watchdog cut (`cut_call_s`) or the whole measurement ran.
+void summarize_calls(const std::vector<double> &timed, const std::vector<double> &warm,
+                     double cut_call_s, Clock::time_point start, double flops, Measurement &m) {
+    if (!timed.empty()) {
+        summarize(timed, flops, m);
+    } else if (!warm.empty()) {
+        // Only warm-up calls completed: they are the best figures there are.
+        summarize(warm, flops, m);
+        m.runs = 0;
+    } else {
+        // Not even one call completed: the cut call ran at least this long, so the times are
+        // lower bounds and the GFLOPS upper bounds.
+        const double t = std::max(cut_call_s, seconds_since(start));
+        m.median_s = m.min_s = t;
+        m.median_gflops = m.max_gflops = flops / t * 1e-9;
+        m.cv = 0;
+        m.runs = 0;
+    }
+}
+
+void check_buffers(const Computation &c, const Buffers &buffers) {
+    if (buffers.data.size() != c.num_buffers())
+        throw Error(fmt::format("measure_kernel: {} buffers for {} tensors of {}",
+                                buffers.data.size(), c.num_buffers(), c.name));
+    for (size_t t = 0; t < c.num_buffers(); ++t)
+        if (int64_t(buffers.data[t].size()) < c.tensors[t].num_elements())
+            throw Error(fmt::format("measure_kernel: buffer {} of {} has {} elements, want {}",
+                                    c.tensors[t].name, c.name, buffers.data[t].size(),
+                                    c.tensors[t].num_elements()));
+}
+
 }  // namespace
 
 void check_measure_options(const MeasureOptions &o) {
@@ -161,14 +193,7 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
                            const MeasureOptions &o) {
     if (!fn) throw Error("measure_kernel: no kernel");
     check_measure_options(o);
-    if (buffers.data.size() != c.num_buffers())
-        throw Error(fmt::format("measure_kernel: {} buffers for {} tensors of {}",
-                                buffers.data.size(), c.num_buffers(), c.name));
-    for (size_t t = 0; t < c.num_buffers(); ++t)
-        if (int64_t(buffers.data[t].size()) < c.tensors[t].num_elements())
-            throw Error(fmt::format("measure_kernel: buffer {} of {} has {} elements, want {}",
-                                    c.tensors[t].name, c.name, buffers.data[t].size(),
-                                    c.tensors[t].num_elements()));
+    check_buffers(c, buffers);
 
     // Pin for the duration of the measurement only: the OS must not migrate the thread between
     // calls (cold caches, another core's frequency), but the caller keeps its own mask.
@@ -194,7 +219,7 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
     double cut_call_s = 0;  // duration of a call the watchdog cut short
     double timed_total = 0;
     // The slowest call of each kind so far, kept as calls come (a scan of the times before every
-    // call was quadratic: a 0.5 us kernel's 10 ms of calls took ~0.1 s, 50 ms of them 2 s).
+    // call would make a fast kernel's measurement quadratic in its number of calls).
     double slowest_warm = 0, slowest_timed = 0;
 
     auto call = [&](std::vector<double> &into) {
@@ -236,21 +261,7 @@ Measurement measure_kernel(KernelFn fn, const Computation &c, Buffers &buffers,
         if (call(timed)) timed_total += timed.back();
     }
 
-    if (!timed.empty()) {
-        summarize(timed, flops, m);
-    } else if (!warm.empty()) {
-        // Only warm-up calls completed: they are the best figures there are.
-        summarize(warm, flops, m);
-        m.runs = 0;
-    } else {
-        // Not even one call completed: the cut call ran at least this long, so the times are
-        // lower bounds and the GFLOPS upper bounds.
-        double t = std::max(cut_call_s, seconds_since(start));
-        m.median_s = m.min_s = t;
-        m.median_gflops = m.max_gflops = flops / t * 1e-9;
-        m.cv = 0;
-        m.runs = 0;
-    }
+    summarize_calls(timed, warm, cut_call_s, start, flops, m);
     return m;
 }
 

@@ -1,15 +1,21 @@
-// What the two sides of Ape-X over MPI share (rl/mpi/apex_mpi.cpp: rank 0, the learner;
-// rl/mpi/apex_mpi_actor.cpp: the actor ranks): message tags, pacing constants, weights as one
-// flat vector. Only those two files include it (MPI and LibTorch).
+// What the two sides of Ape-X over MPI share (rl/mpi/apex_mpi.cpp: the set-up;
+// rl/mpi/apex_mpi_rank_zero.cpp: rank 0, the learner; rl/mpi/apex_mpi_actor.cpp: the actor
+// ranks): message tags, pacing constants, weights as one flat vector. Only those files include
+// it (MPI and LibTorch).
 #pragma once
 
 #include <chrono>
 #include <vector>
 
 #include "env/dataset.h"
+#include "rl/learner.h"
 #include "rl/mpi/mpi_comm.h"
 #include "rl/qnet.h"
 #include "rl/trainer.h"
+
+namespace looptune {
+class TrainingRun;
+}
 
 namespace looptune::apex_mpi {
 
@@ -51,5 +57,12 @@ void set_flat_weights(QNet &net, const std::vector<float> &weights);
 TrainSummary actor_rank(const mpi::Session &world, const TrainConfig &c, const Dataset &dataset,
                         const QNetConfig &net_config, const std::vector<float> &weights,
                         int64_t start_steps);
+
+/// Rank 0: the learner on a thread of its own, the replay the actor ranks feed, their grants and
+/// weights, and the run's checkpoints, evaluation (in `eval_env`), metrics and progress, until
+/// the run ends; then stops the actor ranks. Throws the run's first failure, after a checkpoint.
+TrainSummary rank_zero(const mpi::Session &world, TrainingRun &run, Environment &eval_env,
+                       const QNetConfig &net_config, Learner &learner, PrioritizedReplay &replay,
+                       const std::vector<Demo> &demos);
 
 }  // namespace looptune::apex_mpi

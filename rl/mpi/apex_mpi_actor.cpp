@@ -95,6 +95,120 @@ private:
     ActorSide &s_;
 };
 
+/// This rank's main thread, the only one that talks to MPI: weights and grants from rank 0 to
+/// the actors, their transitions, status (also the heartbeat) and failure to rank 0.
+class RankMain {
+public:
+    RankMain(const mpi::Session &world, const TrainConfig &c, ActorSide &side)
+        : world_(world), c_(c), side_(side) {}
+
+    /// Until rank 0 says stop.
+    void serve() {
+        for (;;) {
+            if (receive()) break;
+            report_failure();
+            out_.progress();
+            forward_transitions();
+            if (now() - last_status_ >= kHeartbeatSeconds || side_.env_steps != reported_)
+                send_status();
+            if (root_.silent(0) > c_.mpi_timeout) {
+                side_.stop = true;
+                mpi::abort_job(fmt::format(
+                    "rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
+                    "Rerun with --resume to continue from the last checkpoint",
+                    world_.rank, root_.silent(0)));
+            }
+            std::this_thread::sleep_for(kPoll);
+        }
+    }
+
+    /// Stop: the actors finish their step (one can take long: a big kernel to compile and time)
+    /// while this thread goes on with the heartbeat; then the last steps, then Bye.
+    void finish(std::vector<std::thread> &threads, const std::atomic<int> &running) {
+        {
+            std::lock_guard<std::mutex> g(side_.mutex);
+            side_.stop = true;
+        }
+        side_.room.notify_all();
+        while (running > 0) {
+            out_.progress();
+            if (now() - last_status_ >= kHeartbeatSeconds) send_status();
+            std::this_thread::sleep_for(kPoll);
+        }
+        for (std::thread &t : threads) t.join();
+        send_status();
+        out_.send(0, kBye, encode_text(""));
+        if (!out_.drain(c_.mpi_timeout))
+            mpi::abort_job(fmt::format(
+                "rank {}: rank 0 took none of its last messages for {:.0f} s; aborting the job",
+                world_.rank, c_.mpi_timeout));
+    }
+
+private:
+    /// Takes rank 0's messages; true when one says stop.
+    bool receive() {
+        int from = 0, tag = 0;
+        std::vector<char> bytes;
+        root_.poll();
+        while (mpi::try_receive(0, &from, &tag, &bytes)) {
+            root_.heard(0);
+            if (tag == kWeights) {
+                int64_t version = 0;
+                std::vector<float> w = decode_weights(bytes, &version);
+                std::lock_guard<std::mutex> g(side_.mutex);
+                set_flat_weights(side_.net, w);
+                side_.version = version;
+            } else if (tag == kGrant) {
+                side_.granted = std::max<int64_t>(side_.granted, decode_grant(bytes));
+            } else if (tag == kStop) {
+                return true;
+            }
+        }
+        return false;
+    }
+    void report_failure() {
+        if (side_.error.empty() || failure_sent_) return;
+        out_.send(0, kFailed,
+                  encode_text(side_.error.where() + ": " + error_text(side_.error.get())));
+        failure_sent_ = true;
+    }
+    /// The actors' transition batches, at most kMaxInFlight in flight.
+    void forward_transitions() {
+        for (;;) {
+            std::vector<char> batch;
+            {
+                std::lock_guard<std::mutex> g(side_.mutex);
+                if (side_.outbox.empty() || out_.pending(0, kTransitions) >= kMaxInFlight) break;
+                batch = std::move(side_.outbox.front());
+                side_.outbox.pop_front();
+            }
+            side_.room.notify_one();
+            out_.send(0, kTransitions, std::move(batch));
+        }
+    }
+    void send_status() {
+        ActorStatus s;
+        {
+            std::lock_guard<std::mutex> g(side_.mutex);
+            std::swap(s, side_.finished);
+        }
+        const int64_t steps = side_.env_steps;
+        s.env_steps = steps - reported_;
+        reported_ = steps;
+        out_.send(0, kStatus, encode_status(s));
+        last_status_ = now();
+    }
+
+    const mpi::Session &world_;
+    const TrainConfig &c_;
+    ActorSide &side_;
+    mpi::Outgoing out_;
+    int64_t reported_ = 0;
+    double last_status_ = 0;
+    mpi::SilenceClock root_{1};
+    bool failure_sent_ = false;
+};
+
 }  // namespace
 
 TrainSummary actor_rank(const mpi::Session &world, const TrainConfig &c, const Dataset &dataset,
@@ -121,95 +235,15 @@ TrainSummary actor_rank(const mpi::Session &world, const TrainConfig &c, const D
         });
     }
 
-    mpi::Outgoing out;
-    int64_t reported = 0;
-    double last_status = 0;
-    mpi::SilenceClock root(1);
-    bool failure_sent = false;
-    auto send_status = [&] {
-        ActorStatus s;
-        {
-            std::lock_guard<std::mutex> g(side.mutex);
-            std::swap(s, side.finished);
-        }
-        const int64_t steps = side.env_steps;
-        s.env_steps = steps - reported;
-        reported = steps;
-        out.send(0, kStatus, encode_status(s));
-        last_status = now();
-    };
+    RankMain main_thread(world, c, side);
     try {
-        for (bool stop = false; !stop;) {
-            int from = 0, tag = 0;
-            std::vector<char> bytes;
-            root.poll();
-            while (!stop && mpi::try_receive(0, &from, &tag, &bytes)) {
-                root.heard(0);
-                if (tag == kWeights) {
-                    int64_t version = 0;
-                    std::vector<float> w = decode_weights(bytes, &version);
-                    std::lock_guard<std::mutex> g(side.mutex);
-                    set_flat_weights(side.net, w);
-                    side.version = version;
-                } else if (tag == kGrant) {
-                    side.granted = std::max<int64_t>(side.granted, decode_grant(bytes));
-                } else if (tag == kStop) {
-                    stop = true;
-                }
-            }
-            if (stop) break;
-            if (!side.error.empty() && !failure_sent) {
-                out.send(0, kFailed,
-                         encode_text(side.error.where() + ": " + error_text(side.error.get())));
-                failure_sent = true;
-            }
-            out.progress();
-            for (;;) {
-                std::vector<char> batch;
-                {
-                    std::lock_guard<std::mutex> g(side.mutex);
-                    if (side.outbox.empty() || out.pending(0, kTransitions) >= kMaxInFlight) break;
-                    batch = std::move(side.outbox.front());
-                    side.outbox.pop_front();
-                }
-                side.room.notify_one();
-                out.send(0, kTransitions, std::move(batch));
-            }
-            if (now() - last_status >= kHeartbeatSeconds || side.env_steps != reported)
-                send_status();
-            if (root.silent(0) > c.mpi_timeout) {
-                side.stop = true;
-                mpi::abort_job(fmt::format(
-                    "rank {}: nothing from rank 0 (the learner) for {:.0f} s; aborting the job. "
-                    "Rerun with --resume to continue from the last checkpoint",
-                    world.rank, root.silent(0)));
-            }
-            std::this_thread::sleep_for(kPoll);
-        }
+        main_thread.serve();
     } catch (const std::exception &e) {
         // The learner would wait for this rank until its timeout: end the job now (rank 0
         // checkpoints on the SIGTERM that follows).
         mpi::abort_job(fmt::format("rank {}: {}", world.rank, e.what()));
     }
-    // Stop: the actors finish their step (one can take long: a big kernel to compile and time)
-    // while this thread goes on with the heartbeat; then the last steps, then Bye.
-    {
-        std::lock_guard<std::mutex> g(side.mutex);
-        side.stop = true;
-    }
-    side.room.notify_all();
-    while (running > 0) {
-        out.progress();
-        if (now() - last_status >= kHeartbeatSeconds) send_status();
-        std::this_thread::sleep_for(kPoll);
-    }
-    for (std::thread &t : threads) t.join();
-    send_status();
-    out.send(0, kBye, encode_text(""));
-    if (!out.drain(c.mpi_timeout))
-        mpi::abort_job(fmt::format(
-            "rank {}: rank 0 took none of its last messages for {:.0f} s; aborting the job",
-            world.rank, c.mpi_timeout));
+    main_thread.finish(threads, running);
     TrainSummary s;
     s.primary = false;
     s.env_steps = side.env_steps;
