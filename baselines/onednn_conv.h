@@ -3,8 +3,8 @@
 // (onednn.cpp: load_onednn), through the C API so nothing links libdnnl.
 //  - Plain: X, W and Y in our layouts (NCHW, OIHW, NCHW), oneDNN reading and writing our
 //    buffers directly: what a user with our tensors calls.
-//  - Best: every tensor in the layout oneDNN prefers (format_tag any; on this Zen 4 it picks
-//    its brgconv kernels with nhwc activations and Ohwi32o/Ohwi64o weights), X and W
+//  - Best: every tensor in the layout oneDNN prefers (format_tag any: on AVX-512 its brgconv
+//    kernels with nhwc activations and Ohwi32o/Ohwi64o weights), X and W
 //    reordered into it once before the timing and Y reordered back after it: the library's
 //    best case, layout conversion not counted.
 // Both are checked against our reference on the computation's own buffers (onednn_conv_measurer).

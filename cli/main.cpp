@@ -89,10 +89,10 @@ void add_tolerance_option(CLI::App *cmd, double &factor) {
 // LibTorch links OpenBLAS, so it is loaded (and reads OPENBLAS_CORETYPE, set to Haswell on
 // some machines) before main() runs. `compare` measures OpenBLAS with its AVX-512 kernels on
 // one thread, and `train` and `tune` run LibTorch's GEMMs through it (the GNN encoder, batched
-// policy inference): with AVX2 kernels they ran at half the speed on a Zen 5 core (95 against
-// 173 GFLOPS on a learner's 128 x 256 x 186 product). On a CPU with AVX-512 these commands restart
-// themselves once with the AVX-512 kernels and one OpenBLAS thread. Not under MPI (a rank must
-// not exec before MPI_Init; export the variables in the job script instead).
+// policy inference): with AVX2 kernels they ran at half the speed (docs/decisions.md). On a CPU
+// with AVX-512 these commands restart themselves once with the AVX-512 kernels and one OpenBLAS
+// thread. Not under MPI (a rank must not exec before MPI_Init; export the variables in the job
+// script instead).
 static void restart_for_openblas(int argc, char **argv) {
     bool wanted = false;  // the subcommand comes first
     for (const char *c : {"compare", "train", "tune"})

@@ -132,8 +132,7 @@ namespace {
 // down with it, a warm-up and three calls at least (a whole kernel's long calls are measured
 // without a warm-up; a prefix's first call, cold, would weigh a third of its figure), and no cap
 // on the first call: a prefix's call is short by construction, and the cold one is the longest.
-// With the first call capped at twice the best's (scaled), 16x16 mn on mm2406_727_1661 was cut
-// at 47.8 GFLOPS where it runs at 108 whole and on the prefix alike (docs/decisions.md).
+// A cap on the first, cold call cut a fast kernel at half its speed (docs/decisions.md).
 MeasureOptions prefix_options(MeasureOptions o, double share) {
     o.warmup = std::max(o.warmup, 1);
     o.min_runs = std::max(o.min_runs, 3);

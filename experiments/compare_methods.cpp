@@ -68,8 +68,8 @@ std::function<double()> library_row(const std::string &bench, const std::string 
 }
 
 // The judge's figure for a final schedule. A kernel slower than the protocol's time cap gets no
-// complete call in it, and a cut measurement's GFLOPS are only an upper bound (a 91-GFLOPS
-// batch-64 conv kernel once read 292, above the core's peak). Such a kernel is measured again
+// complete call in it, and a cut measurement's GFLOPS are only an upper bound (one read above
+// the core's peak). Such a kernel is measured again
 // with one warm-up and three calls under a cap that fits them (kUncutCapS, as
 // measure_kernel_uncut does for the libraries), or the row fails saying how slow it is.
 double judged_gflops(Environment &judge, const Program &p, bool *slow = nullptr) {

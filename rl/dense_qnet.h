@@ -6,11 +6,10 @@
 //
 // Why by hand: a learner update through LibTorch's autograd dispatched ~530 ops (MLP) and ran its
 // GEMMs through OpenBLAS, whose kernels follow OPENBLAS_CORETYPE (Haswell, AVX2, in these
-// machines' environment): 95 GFLOPS on the update's shapes against oneDNN's 190 on a Zen 5 core;
-// the GNN spent 43% of its update in LibTorch's dispatch and 15% in malloc and copies
-// (docs/decisions.md). Here an update is a few dozen sgemm calls and loops over
-// preallocated buffers. tests/dense_qnet_test.cpp checks Q-values and every gradient against
-// LibTorch's autograd, for both encoders.
+// machines' environment), at half oneDNN's speed on the update's shapes, and the GNN spent
+// most of its update in LibTorch's dispatch, malloc and copies (docs/decisions.md). Here an update
+// is a few dozen sgemm calls and loops over preallocated buffers. tests/dense_qnet_test.cpp checks
+// Q-values and every gradient against LibTorch's autograd, for both encoders.
 #pragma once
 
 #include <torch/torch.h>

@@ -342,8 +342,7 @@ public:
                 : std::vector<TuneSeed>{};
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
-        // the budget measuring slow states (mm1000_17_300: 0.72 s for 9 schedules; 128x768x768:
-        // 1.6 s, and the blocked seeds, last in the list, were never reached after it).
+        // the budget measuring slow states.
         // The seeds first: the first one is measured without a bound (there is no best yet;
         // a seed is a fast kernel, the naive nest of a large shape is not), every later
         // measurement within a bound from the best so far.

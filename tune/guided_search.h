@@ -40,8 +40,8 @@ struct GuidedConfig {
     /// (conv_batch_slice(), tile_schedules.h) and the result applied to the whole batch; 0: on
     /// the whole batch; 1 is refused (a batch loop of one packs differently). LoopTune's batch-32
     /// and batch-64 convs on 256x256 images take 1-7 s a call: every measurement of a search within
-    /// a budget was cut short, so the choice was blind (0.40-0.55x oneDNN,
-    /// docs/decisions.md); two images take 1/16-1/32 of that.
+    /// a budget was cut short, so the choice was blind (docs/decisions.md);
+    /// two images take 1/16-1/32 of that.
     int64_t batch_slice = 2;
     /// And a conv2d (or its batch slice) is searched on a band of its output rows
     /// (conv_band_rows(), conv_row_band(), tile_schedules.h) when a band with at least this
@@ -58,8 +58,7 @@ struct GuidedConfig {
     /// depend on the L3 other cores share (prefer_robust(), depends_on_shared_cache()); 0: the
     /// fastest as measured. In [0, 1). Such a kernel 10% faster on a quiet machine and 5x
     /// slower while other cores stream through the L3 costs more on average once that happens
-    /// 2.5% of the time (mm128_1500_1280: an mn tile 97 against 4x64 nm 89 GFLOPS quiet, 14-17
-    /// against 86 then).
+    /// 2.5% of the time (docs/decisions.md).
     double robust_margin = 0.1;
 };
 
@@ -155,8 +154,8 @@ int guided_step_limit(const looptool::Computation &c, int policy_steps);
 /// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
 inline constexpr int kFinalists = 3;
 /// The finalists' prefixes are this many times the search's (GuidedConfig::prefix_gflops): a
-/// prefix of two or three iterations ran up to 6% faster than the whole kernel (8x32 kb256 nkm
-/// pack on mm1205_1311_2579: 96.4 on 2 of 41 column panels, 91.0 whole; docs/decisions.md).
+/// prefix of two or three iterations can run a few percent faster than the whole kernel
+/// (docs/decisions.md).
 inline constexpr double kFinalPrefix = 4;
 
 /// A kernel that reads more than kFragileShortRuns times its data again in short runs from a

@@ -4,9 +4,8 @@
 
 namespace looptool::detail {
 
-// Computing straight into C saves a pass over two m*n buffers: the 8x32 tile on 256^3 ran at
-// 233-239 GFLOPS with it and 227-230 without (three interleaved runs, pinned, on a shared
-// Zen 5), a small but consistent gain; the naive nest is unchanged.
+// Computing straight into C saves a pass over two m*n buffers: a small but consistent gain on
+// tiled kernels (docs/decisions.md); the naive nest is unchanged.
 ElidedProgram elide_copies(const Computation &comp, const LoopTree &tree) {
     ElidedProgram r{comp, tree, false};
     Computation &c = r.comp;

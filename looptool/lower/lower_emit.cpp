@@ -116,11 +116,11 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
 }
 
 // A `pack`'s transposing copy (a conv's weights W[m, c, kh, kw] into [.., c, kh, kw, m_i]) as
-// written is a scalar load and store per element, each load a row further in T: ~2 G
-// elements/s on Zen 5, and on a 512-channel 7x7 layer the copy cost more than the convolution
-// (docs/decisions.md). Below the depth where the remaining loops are a run over
-// contiguous elements of T and then the rows, it is a call to the runtime's transpose in
-// blocks of 16 (or 8) rows (lower_runtime.h), which a JIT compiles once for all its kernels.
+// written is a scalar load and store per element, each load a row further in T: on a
+// 512-channel 7x7 layer the copy cost more than the convolution (docs/decisions.md). Below the
+// depth where the remaining loops are a run over contiguous elements of T and then the rows, it is
+// a call to the runtime's transpose in blocks of 16 (or 8) rows (lower_runtime.h), which a JIT
+// compiles once for all its kernels.
 std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const State &st) const {
     const std::vector<Loop> &loops = plan_.nest.loops;
     if (plan_.nest.stmts.size() != 1 || loops.size() < d + 2 || plan_.region[0] >= int(d))

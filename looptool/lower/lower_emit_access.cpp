@@ -78,11 +78,9 @@ Value *NestEmitter::load(int slot, State &st, int vvar, int64_t w) {
 }
 
 // The lines of `w` floats at `off` elements past the slot's pointer, into L2 (locality 2:
-// prefetcht1; on a Zen 4 core, the 4x64 kb128 nkm tile on mm64_1024_2048 ran 72 GFLOPS
-// without, 94 with prefetcht1, 92 with prefetcht2, 75 with prefetcht0, which evicts the block
-// in use from L1). Once per line, block and pointer: the unrolled rows of a tile load the same
-// vector of B. The address may lie past the tensor (the last block's next), so the GEP is not
-// inbounds; a prefetch never faults.
+// prefetcht1; prefetcht0 would evict the block in use from L1; docs/decisions.md). Once per line,
+// block and pointer: the unrolled rows of a tile load the same vector of B. The address may lie
+// past the tensor (the last block's next), so the GEP is not inbounds; a prefetch never faults.
 void NestEmitter::prefetch(int slot, const State &st, int64_t off, int64_t w) {
     std::vector<int64_t> at;
     for (int64_t line = 0; line < w; line += 16) at.push_back(off + line);

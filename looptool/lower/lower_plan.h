@@ -54,9 +54,8 @@ struct VectorPiece {
 inline constexpr int64_t kMaskedPieceMax = 16;
 /// How a Vector-expanded loop of `total` elements is emitted: power-of-two pieces, largest
 /// first (24 -> 16 + 8, 56 -> 32 + 16 + 8). LLVM legalizes an odd width such as <24 x float>
-/// through the stack lane by lane: an 8x32 conv register tile whose 24-column tail was one
-/// <24 x float> ran at 4.7 GFLOPS and took 127 ms to compile; with a 16 + 8 tail 96.5 GFLOPS
-/// and 22 ms (docs/decisions.md). With `masked`, two or more pieces narrower than
+/// through the stack lane by lane: a tail of one <24 x float> ran 20x slower and compiled 6x
+/// slower than 16 + 8 (docs/decisions.md). With `masked`, two or more pieces narrower than
 /// kMaskedPieceMax become one masked piece of the next power of two (14 -> 16 with 14 lanes,
 /// 7 -> 8 with 7, 27 -> 16 + 16 with 11; 24 stays 16 + 8): a 14-column conv row is one FMA
 /// per output channel instead of three (section m). The cost estimate, the tile keys and

@@ -15,9 +15,9 @@ constexpr int64_t kLineFloats = 16;
 /// Runs shorter than 4 lines read again from beyond L2 are what a neighbour on the shared L3
 /// slowed up to 5-8x; runs of 4 lines or more far less (docs/decisions.md).
 constexpr int64_t kShortRunFloats = 4 * kLineFloats;
-/// A core's share of the L3, in L2s: 32 MiB for 8 cores of 1 MiB L2 on Zen 4 and Zen 5. A set
-/// read again in short runs stayed fast while another core streamed through the L3 up to 4.1
-/// MiB (B of mm1017_1350_800), not from 5.5 MiB (mm35_700_2048) (docs/decisions.md).
+/// A core's share of the L3, in L2s (an L3 of 8 L2s shared by 8 cores, as on the CPUs measured):
+/// a set read again in short runs stayed fast beside a streaming neighbour up to about four L2s
+/// (docs/decisions.md).
 constexpr double kL3ShareOfL2 = 4;
 /// Streams read side by side that a prefetcher still follows as streams.
 constexpr double kStreams = 16;

@@ -2,10 +2,9 @@
 // (the L3 other cores share, then memory): a reuse model over the loop tree.
 //
 // Why: two kernels within a few percent of each other on a quiet machine can differ 5-10x when
-// another core streams through the shared L3. On mm128_1500_1280 (Zen 4, one neighbour copying
-// 64 MB buffers on the other core) the 8x32 mn tile fell from 83 to 11.5 GFLOPS, and 4x64 kb256
-// nkm from 77 to 74 (docs/decisions.md): mn sweeps all of B (7.7 MB) once per 8 rows of
-// A, nkm keeps what it reuses in L2. This model tells them apart without running them.
+// another core streams through the shared L3 (docs/decisions.md): an mn order that sweeps all
+// of a large B once per block of rows of A slows down, an nkm order that keeps what it reuses
+// in L2 does not. This model tells them apart without running them.
 //
 // The model, per loop (a node of the tree, nests joined where they share loops): when all its
 // iterations' data fit in the cache, it moves each line it touches once; when one iteration's
