@@ -68,7 +68,12 @@ bool gnuplot_available() {
 
 std::string lines_script(const PlotSpec &spec, const std::vector<Series> &series) {
     std::string s = header(spec);
-    if (!spec.log_y) s += "set yrange [0:*]\n";  // a GFLOPS axis from 0: ratios read true
+    // An axis of non-negative figures (GFLOPS, speedups) starts at 0, so ratios read true; one
+    // with negative values (rewards) keeps gnuplot's range.
+    bool negative = false;
+    for (const Series &sr : series)
+        for (double y : sr.y) negative = negative || y < 0;
+    if (!spec.log_y && !negative) s += "set yrange [0:*]\n";
     std::string plot = "plot ";
     std::string data;
     for (size_t i = 0; i < series.size(); ++i) {

@@ -515,4 +515,9 @@ TEST(Compare, StepPlotsNameCoincidingLinesAndStartAtZero) {
     EXPECT_NE(script.find("set yrange [0:*]"), std::string::npos) << script;
     EXPECT_NE(script.find("dt 2 pt 2"), std::string::npos) << script;
     EXPECT_NE(script.find("dt 3 pt 3"), std::string::npos) << script;
+    // Negative figures (a training curve's rewards) keep gnuplot's own range: from 0 every point
+    // would fall outside it and gnuplot would refuse the plot.
+    const std::string rewards =
+        lines_script({"t", "step", "reward"}, {Series{"reward", {1, 2, 3}, {-0.1, -0.05, 0.02}}});
+    EXPECT_EQ(rewards.find("set yrange [0:*]"), std::string::npos) << rewards;
 }
