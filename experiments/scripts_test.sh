@@ -18,7 +18,7 @@ grep -q "^2 shapes; on [0-2] the winner is the best seed itself" "$tmp/gain/gain
 "$py" - "$tmp/gain/tune.json" <<'PY' || fail "policy_gain.py: tune.json lacks the seeds' actions"
 import json, sys
 rs = json.load(open(sys.argv[1]))
-assert len(rs) == 2 and all(r["best_seed"].startswith("tile ") and r["best_seed_actions"] for r in rs)
+assert len(rs) == 2 and all(r["best_seed"] and r["best_seed_actions"] for r in rs)
 PY
 
 "$py" "$here/family_coverage.py" --shapes mm24_32_48 --out "$tmp/cov" --processes 1 --rounds 1 \
