@@ -23,6 +23,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
 #include "tune/guided_search.h"
+#include "tune/schedule_library_use.h"
 
 namespace py = pybind11;
 using namespace looptool;
@@ -305,12 +306,34 @@ Program tune_start(const std::optional<std::string> &benchmark,
                : looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
 }
 
+py::dict library_answer_dict(const looptune::LibraryAnswer &a, const std::string &path) {
+    py::dict d;
+    d["program"] = serialize(a.program);
+    d["gflops"] = a.entry.gflops;
+    d["base_gflops"] = a.entry.start_gflops;
+    d["speedup"] = a.entry.start_gflops > 0 ? a.entry.gflops / a.entry.start_gflops : 0.0;
+    d["best_actions"] = a.entry.actions;
+    d["verified"] = a.entry.verified;
+    d["tuned_at"] = a.entry.timestamp;
+    d["from_library"] = true;
+    d["library"] = path;
+    return d;
+}
+
 py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std::string> policy,
                  std::optional<std::string> store, double budget_s, bool greedy,
                  const std::optional<std::vector<int64_t>> &matmul,
-                 const std::optional<std::vector<int64_t>> &conv) {
+                 const std::optional<std::vector<int64_t>> &conv,
+                 const std::optional<std::string> &library, bool retune) {
     const Program start = tune_start(benchmark, matmul, conv);
     py::gil_scoped_release release;
+    auto lib = looptune::open_tune_library(library.value_or(""), store.value_or(""));
+    const std::string machine = lib ? looptune::library_machine() : "";
+    if (lib && !retune)
+        if (const auto a = looptune::library_answer(*lib, machine, start)) {
+            py::gil_scoped_acquire acquire;
+            return library_answer_dict(*a, lib->path());
+        }
     const std::string path = policy.value_or(looptune::default_policy_path());
     looptune::Policy pol = looptune::Policy::load(path);
     looptune::EnvConfig base;
@@ -320,9 +343,16 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
     g.budget_s = budget_s;
     g.greedy = greedy;
     looptune::GuidedResult r = looptune::guided_search(pol, env, start, g);
+    const std::string filed =
+        lib ? looptune::verify_and_file(*lib, machine, env, start, r, LOOPTUNE_VERSION) : "";
     py::gil_scoped_acquire acquire;
     py::dict d = result_dict(r);
     d["policy"] = path;
+    d["from_library"] = false;
+    if (lib) {
+        d["library"] = lib->path();
+        d["filed"] = filed;
+    }
     return d;
 }
 
@@ -390,7 +420,8 @@ PYBIND11_MODULE(_core, m) {
     bind_core(m);
     m.def("tune", &py_tune, py::arg("benchmark") = py::none(), py::arg("policy") = py::none(),
           py::arg("store") = py::none(), py::arg("budget_s") = looptune::GuidedConfig{}.budget_s,
-          py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none());
+          py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none(),
+          py::arg("library") = py::none(), py::arg("retune") = false);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
           py::arg("schedule") = py::none(), py::arg("verify") = true);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),

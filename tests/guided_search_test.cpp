@@ -411,12 +411,16 @@ TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
     c.budget_s = 0.5;
     const GuidedResult r = guided_search(shipped_policy(), env, start, c);
     EXPECT_FALSE(r.base_cut_short);
+    // Not the upper bound a cut measurement gives: below 1.5x the fastest of three fresh full
+    // measurements (another process loading the machine moves single figures by more, and
+    // only slows them down).
     env.reset_measure_options();
-    const double full = env.measure_again(start);
-    EXPECT_GT(r.base_gflops, full / 1.5);
-    EXPECT_LT(r.base_gflops, full * 1.5);
+    double hi = 0;
+    for (int i = 0; i < 3; ++i) hi = std::max(hi, env.measure_again(start));
+    EXPECT_LT(r.base_gflops, hi * 1.5);
     EXPECT_GE(r.best_gflops, r.base_gflops);
     // The best seed judged beside the chosen kernel in alternating rounds, unless it is it.
+    EXPECT_FALSE(r.best_seed.empty()) << r.found_by;
     if (!r.same_as_seed) {
         EXPECT_EQ(r.seed_rounds.size(), size_t(kJudgeRounds));
         EXPECT_EQ(r.best_rounds.size(), size_t(kJudgeRounds));

@@ -175,6 +175,21 @@ class ToolTest(unittest.TestCase):
             with self.assertRaises(looptune.Error):
                 looptune.tune(**bad)
 
+    def test_tune_answers_a_second_run_from_the_library(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "lib.sqlite")
+            first = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib)
+            self.assertFalse(first["from_library"])
+            self.assertEqual(first["filed"], "added")
+            second = looptune.tune(matmul=(24, 32, 48), library=lib)
+            self.assertTrue(second["from_library"])
+            self.assertTrue(second["verified"])
+            self.assertEqual(second["best_actions"], first["best_actions"])
+            again = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib, retune=True)
+            self.assertFalse(again["from_library"])
+            self.assertNotIn("library", looptune.tune(matmul=(8, 8, 8), budget_s=0.05,
+                                                      library="off"))
+
 
 def run_python(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
