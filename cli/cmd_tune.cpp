@@ -9,6 +9,7 @@
 #include "cli/each_benchmark.h"
 #include "cli/validators.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
@@ -56,7 +57,7 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &convs) {
     std::vector<Target> out;
     for (const std::string &b : benches)
-        out.push_back({b, [b] { return Program::naive(load_program_file(b).comp); }});
+        out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
     for (const std::string &s : matmuls) {
         const auto d = shape_numbers("--matmul", s, 3);
         out.push_back({s, [d] {

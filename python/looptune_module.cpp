@@ -20,6 +20,7 @@
 #include "looptool/actions/actions.h"
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
 #include "tune/guided_search.h"
@@ -293,7 +294,7 @@ Program tune_start(const std::optional<std::string> &benchmark,
         throw Error(
             "tune: give exactly one of benchmark, matmul=(M, N, K) or conv=(N, CI, H, W, "
             "CO, KH, KW)");
-    if (benchmark) return Program::naive(load_program_file(*benchmark).comp);
+    if (benchmark) return looptool::tuning_start(load_program_file(*benchmark));
     const std::vector<int64_t> &d = matmul ? *matmul : *conv;
     if (d.size() != (matmul ? 3u : 7u))
         throw Error(fmt::format("tune: {} takes {} extents, not {}", matmul ? "matmul" : "conv",

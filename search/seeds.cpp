@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 
 namespace looptune {
@@ -194,10 +195,10 @@ const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
 const std::vector<ConvSeedRule> &conv_seed_rules() { return kConvRules; }
 
 std::optional<MatmulShape> matmul_shape(const looptool::Computation &c) {
-    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
-    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2) return std::nullopt;
-    return MatmulShape{c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
-                       c.vars[size_t(K)].extent};
+    const auto r = looptool::generated_matmul(c);
+    if (!r) return std::nullopt;
+    return MatmulShape{c.vars[size_t(r->m)].extent, c.vars[size_t(r->n)].extent,
+                       c.vars[size_t(r->k)].extent};
 }
 
 bool band_hides_row_sweeps(const ConvShape &whole) {
