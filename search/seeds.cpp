@@ -214,4 +214,20 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
     return {};
 }
 
+std::vector<looptool::Action> best_seed_actions(Environment &env, const looptool::Program &start,
+                                                int limit) {
+    std::vector<looptool::Action> best;
+    env.reset(start);  // the benchmark's buffers
+    double best_gflops = env.evaluate(start);
+    for (const TuneSeed &s : tune_seeds(*start.comp, limit, env.action_space())) {
+        looptool::Program p = start;
+        for (looptool::Action a : s.actions) p = looptool::apply(p, a);
+        if (const double g = env.evaluate(p); g > best_gflops) {
+            best_gflops = g;
+            best = s.actions;
+        }
+    }
+    return best;
+}
+
 }  // namespace looptune

@@ -136,7 +136,8 @@ TEST(CanonicalForm, EveryHandWrittenMatmulBecomesGeneratesForm) {
         const Program start = tuning_start(file);
         EXPECT_TRUE(same_function(file.computation(), start));
         Program tiled = start;
-        for (Action a : looptune::tile_actions(start.computation(), tiny_tile())) tiled = apply(tiled, a);
+        for (Action a : looptune::tile_actions(start.computation(), tiny_tile()))
+            tiled = apply(tiled, a);
         EXPECT_TRUE(same_function(file.computation(), tiled));
         EXPECT_FALSE(looptune::tune_seeds(*g, 200, ActionSpace::preset("full")).empty());
     }
