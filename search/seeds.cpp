@@ -6,6 +6,7 @@
 
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/traffic.h"
 
 namespace looptune {
 
@@ -202,8 +203,8 @@ std::optional<MatmulShape> matmul_shape(const looptool::Computation &c) {
 }
 
 bool band_hides_row_sweeps(const ConvShape &whole) {
-    // Half of a 1 MiB L2 cache, the rest for the weights and the outputs.
-    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
+    // Half of this core's L2, the rest for the weights and the outputs.
+    return whole.ci * whole.ho * whole.wo * 4 > looptool::private_cache_bytes() / 2;
 }
 
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
