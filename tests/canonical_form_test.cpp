@@ -143,6 +143,67 @@ TEST(CanonicalForm, EveryHandWrittenMatmulBecomesGeneratesForm) {
     }
 }
 
+// A 3x3 conv written by hand: one statement, weights first, the variables in another order.
+TEST(CanonicalForm, AHandWrittenConvBecomesGeneratesForm) {
+    const Program file = parse_program(R"(looptool-program 1
+name hconv
+var oc 16
+var y 6
+var x 7
+var ic 8
+var b 2
+var dy 3
+var dx 3
+tensor In input 2 8 8 9
+tensor Wt input 16 8 3 3
+tensor Out output 2 16 6 7
+stmt Out[b, oc, y, x] += Wt[oc, ic, dy, dx] * In[b, ic, y + dy, dx + x]
+nest 0
+loop oc 16 0
+loop y 6 0
+loop x 7 0
+loop ic 8 0
+loop b 2 0
+loop dy 3 0
+loop dx 3 0
+cursor 0
+)");
+    const auto g = generated_form(file.computation());
+    ASSERT_TRUE(g);
+    EXPECT_FALSE(generated_form(*g));  // now in generate's form
+    const auto cs = looptune::conv_shape(*g);
+    ASSERT_TRUE(cs);
+    EXPECT_EQ(cs->co, 16);
+    EXPECT_EQ(cs->wo, 7);
+    EXPECT_EQ(cs->batch, 2);
+    const Program start = tuning_start(file);
+    EXPECT_TRUE(same_function(file.computation(), start));
+    const auto seeds = looptune::tune_seeds(*g, 200, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    Program p = start;
+    for (Action a : seeds.front().actions) p = apply(p, a);
+    EXPECT_TRUE(same_function(file.computation(), p)) << seeds.front().name;
+}
+
+// What generate writes and LoopTune's corpus holds is left as it is.
+TEST(CanonicalForm, TheCorpusIsAlreadyInGeneratesForm) {
+    const std::filesystem::path corpus = LOOPTUNE_CORPUS_DIR;
+    int checked = 0;
+    for (const char *dir : {"conv", "mm64_256_16_range"})
+        for (const auto &e : std::filesystem::directory_iterator(corpus / dir)) {
+            if (checked % 7 == 0 || std::string(dir) == "conv") {
+                const Program p = load_program_file(e.path().string());
+                EXPECT_FALSE(generated_form(p.computation())) << e.path();
+                EXPECT_TRUE(
+                    looptune::tune_seeds(p.computation(), 200, ActionSpace::preset("full")).size() >
+                    0)
+                    << e.path();
+            }
+            ++checked;
+        }
+    EXPECT_GT(checked, 2000);
+}
+
 TEST(CanonicalForm, GeneratesOwnFormAndOtherComputationsAreLeftAlone) {
     EXPECT_FALSE(generated_form(make_matmul(8, 16, 4)));
     EXPECT_TRUE(generated_matmul(make_matmul(8, 16, 4)));

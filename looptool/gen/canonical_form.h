@@ -26,8 +26,17 @@ std::optional<MatmulRoles> matmul_roles(const Computation &c);
 /// A then B, variables declared m, k, n (so its naive nest is generate's: m, k, n then m, n).
 std::optional<MatmulRoles> generated_matmul(const Computation &c);
 
-/// c rewritten in generate's form when it is a matmul in another form: its variables (names
-/// kept) declared m, k, n, a temporary (named T, or T plus a digit when taken) before C
+/// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw] in
+/// either form (one statement, or a temporary and a copy), operands either way round.
+struct ConvRoles {
+    int n = 0, c = 0, ho = 0, wo = 0, kh = 0, kw = 0, m = 0;
+    int x = 0, w = 0, out = 0, temp = -1;
+};
+std::optional<ConvRoles> conv_roles(const Computation &c);
+
+/// c rewritten in generate's form when it is a matmul or a conv2d in another form (a conv's
+/// variables declared n, c, ho, wo, kh, kw, m as make_conv2d's; a matmul's m, k, n), names
+/// kept, a temporary (named T, or T plus a digit when taken) before C
 /// unless it has one, the product as A * B. The same function of the same arguments: the
 /// inputs and outputs keep their names, shapes and order. nullopt when c is not a matmul or
 /// is already in that form.
