@@ -5,6 +5,7 @@
 
 #include "looptool/gen/canonical_form.h"
 #include "looptool/gen/generate.h"
+#include "looptool/ir/error.h"
 #include "search/seeds.h"
 #include "test_util.h"
 
@@ -222,6 +223,18 @@ cursor 0
         EXPECT_EQ(p.tree.nests[0].loops[0].var, r->batch) << seed.name;
         EXPECT_TRUE(same_function(file.computation(), p)) << seed.name;
     }
+}
+
+TEST(CanonicalForm, GenerateWritesBatchedMatmulsThatReadBack) {
+    tests::TempDir dir("bmm");
+    const auto paths = write_bmm_dataset({2, 3}, {{8, 16, 4}}, dir.path.string());
+    ASSERT_EQ(paths.size(), 2u);
+    const Program p = load_program_file(paths[1]);
+    EXPECT_TRUE(p.computation() == make_bmm(3, 8, 16, 4));
+    ASSERT_TRUE(generated_matmul(p.computation()));
+    auto jit = Jit::create();
+    EXPECT_TRUE(tests::matches_reference(*jit, p));
+    EXPECT_THROW(write_bmm_dataset({1 << 20}, {{4096, 4096, 4096}}, dir.path.string()), Error);
 }
 
 // What generate writes and LoopTune's corpus holds is left as it is.

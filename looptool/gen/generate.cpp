@@ -136,6 +136,21 @@ std::string ConvShape::name() const {
     return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}", n, c, h, w, m, c, kh, kw);
 }
 
+std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
+                                           const std::vector<MatmulShape> &shapes,
+                                           const std::string &dir) {
+    std::vector<ComputationPtr> comps;
+    for (int64_t b : batches)
+        for (const MatmulShape &s : shapes) {
+            if (double(b) * double(std::max({s.m * s.k, s.k * s.n, s.m * s.n})) >
+                double(kMaxTensorElements))
+                throw Error(fmt::format("shape {}x{}x{}x{}: a tensor above 2^31 elements", b, s.m,
+                                        s.n, s.k));
+            comps.push_back(std::make_shared<const Computation>(make_bmm(b, s.m, s.n, s.k)));
+        }
+    return write_dataset(comps, dir);
+}
+
 std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b) {
     auto a = split_on(dim_a, ',');
     auto b = split_on(dim_b, ',');
