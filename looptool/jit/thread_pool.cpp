@@ -48,7 +48,9 @@ int usable_cores() {
     return n > 0 ? int(n) : 1;
 }
 
-ThreadPool::ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {}
+ThreadPool::ThreadPool(int threads)
+    : threads_(threads < 1 ? 1 : threads),
+      claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))) {}
 
 ThreadPool::~ThreadPool() {
     stop_.store(true);
@@ -78,6 +80,24 @@ void ThreadPool::pin_workers(int caller_cpu) {
     }
 }
 
+// A chunk is claimed by raising its last job to `gen`; once every chunk of a job is done the
+// caller starts the next, so a worker late for job `gen` finds its chunk claimed.
+bool ThreadPool::claim(int i, uint64_t gen) {
+    uint64_t seen = claimed_[size_t(i)].load(std::memory_order_relaxed);
+    while (seen < gen)
+        if (claimed_[size_t(i)].compare_exchange_weak(seen, gen, std::memory_order_acq_rel))
+            return true;
+    return false;
+}
+
+void ThreadPool::run_chunk(int i) {
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int chunks = chunks_.load(std::memory_order_relaxed);
+    body_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i * n / chunks,
+                                          (i + 1) * n / chunks);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) done_.notify_one();
+}
+
 void ThreadPool::run(Body body, void *ctx, int64_t n) {
     const int chunks = int(std::min<int64_t>(threads_, n));
     std::unique_lock<std::mutex> lock(running_, std::try_to_lock);
@@ -87,14 +107,20 @@ void ThreadPool::run(Body body, void *ctx, int64_t n) {
     }
     std::call_once(started_, [this] { start(); });
     pin_workers(sched_getcpu());
-    job_ = {body, ctx, n, chunks};
-    // Every worker answers, with a chunk or without one: then none still reads job_ when the
-    // next call writes it.
-    pending_.store(int(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    body_.store(body, std::memory_order_relaxed);
+    ctx_.store(ctx, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    chunks_.store(chunks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    // Chunks past this job's count are taken at once: a worker late for this job then finds
+    // every chunk of it claimed.
+    const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;
+    for (int i = chunks; i < threads_; ++i) claimed_[size_t(i)].store(gen);
+    generation_.store(gen, std::memory_order_release);
     generation_.notify_all();
-    body(ctx, 0, n / chunks);
-    spin_then_wait(pending_, [](int v) { return v == 0; });
+    for (int i = 0; i < chunks; ++i)
+        if (claim(i, gen)) run_chunk(i);
+    spin_then_wait(done_, [chunks](int v) { return v == chunks; });
 }
 
 void ThreadPool::worker(int index) {
@@ -103,10 +129,7 @@ void ThreadPool::worker(int index) {
         spin_then_wait(generation_, [seen](uint64_t g) { return g != seen; });
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load()) return;
-        const Job job = job_;
-        if (index < job.chunks)
-            job.body(job.ctx, index * job.n / job.chunks, (index + 1) * job.n / job.chunks);
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+        if (index < chunks_.load(std::memory_order_relaxed) && claim(index, seen)) run_chunk(index);
     }
 }
 

@@ -2,11 +2,14 @@
 // workers started on the first parallel call and kept until the Jit goes, each pinned to one of
 // the cores the process may use other than the caller's. A call splits [0, n) into one
 // contiguous chunk per thread (a static schedule), the calling thread taking the first, and
-// returns when every chunk is done.
+// returns when every chunk is done. A chunk whose worker has not started it when the caller is
+// done with its own is run by the caller: on a loaded machine a descheduled worker then delays
+// nothing.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,23 +36,26 @@ public:
     void run(Body body, void *ctx, int64_t n);
 
 private:
-    struct Job {
-        Body body = nullptr;
-        void *ctx = nullptr;
-        int64_t n = 0;
-        int chunks = 0;
-    };
     void start();
     void pin_workers(int caller_cpu);
     void worker(int index);
+    /// Claims chunk i of job `gen` for the calling thread: false when another thread has it.
+    bool claim(int i, uint64_t gen);
+    void run_chunk(int i);
 
     const int threads_;
     std::vector<std::thread> workers_;
     std::once_flag started_;
     std::mutex running_;  // one job at a time
-    Job job_;             // written before generation_ is bumped, read after
+    // The job, written before generation_ is bumped; atomics so that a worker late for a job
+    // may read the next one's fields without a data race (its claim then fails).
+    std::atomic<Body> body_{nullptr};
+    std::atomic<void *> ctx_{nullptr};
+    std::atomic<int64_t> n_{0};
+    std::atomic<int> chunks_{0};
     std::atomic<uint64_t> generation_{0};
-    std::atomic<int> pending_{0};  // workers yet to finish the job
+    std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per chunk: the last job that took it
+    std::atomic<int> done_{0};                          // chunks of the job finished
     std::atomic<bool> stop_{false};
     int pinned_for_ = -2;  // the caller's core the workers were pinned around
 };
