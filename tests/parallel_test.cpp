@@ -17,6 +17,7 @@
 #include "looptool/ir/row_ops.h"
 #include "looptool/jit/thread_pool.h"
 #include "looptool/lower/lower.h"
+#include "search/seeds.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
 
@@ -254,4 +255,27 @@ TEST(Parallel, ThePoolRunsEveryIterationOnceInContiguousChunks) {
                 EXPECT_EQ(seen.who[size_t(i)], seen.who[size_t(i - 1)]) << i << " of " << n;
     }
     EXPECT_GE(usable_cores(), 1);
+}
+
+// With threads > 1 every matmul tile seed also comes with its outermost loops parallel, first;
+// with 1 thread the seeds are as before.
+TEST(Parallel, SeedsComeWithParallelVariantsAboveOneThread) {
+    const Program naive = tests::matmul_program(64, 96, 48);
+    const ActionSpace full = ActionSpace::preset("full");
+    const auto one = looptune::tune_seeds(naive.computation(), looptune::kSeedSteps, full);
+    const auto two =
+        looptune::tune_seeds(naive.computation(), looptune::kSeedSteps, full, false, 2);
+    for (const auto &s : one) EXPECT_EQ(s.name.find("parallel"), std::string::npos) << s.name;
+    ASSERT_GT(two.size(), one.size());
+    ASSERT_NE(two[0].name.find(" parallel"), std::string::npos) << two[0].name;
+    int variants = 0;
+    for (const auto &s : two) {
+        if (s.name.find(" parallel") == std::string::npos) continue;
+        ++variants;
+        Program p = naive;
+        for (Action a : s.actions) p = apply(p, a);
+        EXPECT_TRUE(p.tree.nests[0].loops[0].parallel) << s.name;
+        EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
+    }
+    EXPECT_EQ(size_t(variants) + one.size(), two.size());
 }
