@@ -12,6 +12,7 @@
 #include "looptool/gen/canonical_form.h"
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
@@ -117,6 +118,7 @@ struct TuneOptions {
     std::string policy, store, library;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
+    int threads = 1;
     looptune::GuidedConfig guided;
 };
 
@@ -136,6 +138,7 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "padding; repeatable)");
     cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
+    add_threads_option(cmd, o.threads);
     cmd->add_option("--library", o.library,
                     "Store whose schedule library answers computations tuned before on this "
                     "machine, and keeps each new result once verified (default: "
@@ -304,6 +307,7 @@ struct Tuner {
         base.store_path = o.store;
         base.verify = o.verify;
         base.max_memory = o.max_memory;
+        base.threads = o.threads;
         base.reference.progress = true;
         env = std::make_unique<looptune::Environment>(policy->env_config(base));
         load_s = looptool::seconds_since(t_load);
@@ -317,7 +321,9 @@ struct Library {
     std::string machine;
 
     explicit Library(const TuneOptions &o) : lib(looptune::open_tune_library(o.library, o.store)) {
-        if (lib) machine = looptune::library_machine();
+        if (lib)
+            machine =
+                looptune::library_machine(o.threads == 0 ? looptool::usable_cores() : o.threads);
     }
 };
 

@@ -341,7 +341,8 @@ public:
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
         const std::vector<TuneSeed> seeds =
             !config_.greedy && config_.tile_seeds && naive_start
-                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band)
+                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band,
+                             env_.config().threads)
                 : std::vector<TuneSeed>{};
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
