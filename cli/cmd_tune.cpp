@@ -77,12 +77,14 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
     }
     for (const std::string &s : convs) {
         const auto d = shape_numbers("--conv", s, 7, 2);
-        if ((d.size() > 7 && d[7] != 1) || (d.size() > 8 && d[8] != 0))
-            throw Error(fmt::format("--conv {}: only stride 1 and no padding can be expressed", s));
-        out.push_back({s, [d] {
-                           return Program::naive(std::make_shared<const Computation>(
-                               make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
-                       }});
+        if (d.size() > 8 && d[8] != 0)
+            throw Error(fmt::format("--conv {}: padding cannot be expressed yet (pad 0 only)", s));
+        const int64_t stride = d.size() > 7 ? d[7] : 1;
+        out.push_back(
+            {s, [d, stride] {
+                 return Program::naive(std::make_shared<const Computation>(
+                     make_strided_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6], stride)));
+             }});
     }
     if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul, --bmm or --conv)");
     return out;
@@ -133,9 +135,9 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "A batched matmul by its shape B,M,N,K (C[b] = A[b] B[b], attention's "
                     "Q.K^T and P.V per head; repeatable)");
     cmd->add_option("--conv", o.convs,
-                    "A conv2d by its shape N,CI,H,W,CO,KH,KW (images, input channels, input "
-                    "rows and columns, output channels, kernel rows and columns; stride 1, no "
-                    "padding; repeatable)");
+                    "A conv2d by its shape N,CI,H,W,CO,KH,KW[,STRIDE[,PAD]] (images, input "
+                    "channels, input rows and columns, output channels, kernel rows and columns; "
+                    "stride 1 unless given; no padding; repeatable)");
     cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
     add_threads_option(cmd, o.threads);

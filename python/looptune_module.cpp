@@ -22,6 +22,7 @@
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/gen/canonical_form.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
 #include "python/tune_binding.h"
@@ -68,22 +69,26 @@ Program tune_start(const std::optional<std::string> &benchmark,
                    const std::optional<std::vector<int64_t>> &matmul,
                    const std::optional<std::vector<int64_t>> &conv, const char *who) {
     if (int(benchmark.has_value()) + int(matmul.has_value()) + int(conv.has_value()) != 1)
-        throw Error(fmt::format(
-            "{}: give exactly one of benchmark, matmul=(M, N, K) or conv=(N, CI, H, W, CO, KH, "
-            "KW)",
-            who));
+        throw Error(
+            fmt::format("{}: give exactly one of benchmark, matmul=(M, N, K), bmm=(B, M, N, K) or "
+                        "conv=(N, CI, H, W, CO, KH, KW)",
+                        who));
     if (benchmark) return looptool::tuning_start(load_program_file(*benchmark));
     const std::vector<int64_t> &d = matmul ? *matmul : *conv;
-    if (d.size() != (matmul ? 3u : 7u))
+    // A matmul of four extents is batched (Python's bmm=).
+    if (matmul ? d.size() != 3 && d.size() != 4 : d.size() != 7)
         throw Error(fmt::format("{}: {} takes {} extents, not {}", who, matmul ? "matmul" : "conv",
-                                matmul ? 3 : 7, d.size()));
+                                matmul ? "3 (or 4 batched)" : "7", d.size()));
     for (int64_t v : d)
         if (v < 1 || v > looptool::kMaxExtent)
             throw Error(
                 fmt::format("{}: extent {} is not in [1, {}]", who, v, looptool::kMaxExtent));
-    return Program::naive(std::make_shared<const looptool::Computation>(
-        matmul ? looptool::make_matmul(d[0], d[1], d[2])
-               : looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
+    auto comp = [&] {
+        if (!matmul) return looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6]);
+        return d.size() == 4 ? looptool::make_bmm(d[0], d[1], d[2], d[3])
+                             : looptool::make_matmul(d[0], d[1], d[2]);
+    };
+    return Program::naive(std::make_shared<const looptool::Computation>(comp()));
 }
 
 namespace {

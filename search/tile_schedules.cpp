@@ -179,12 +179,14 @@ std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
     if (out.size() != 4 || w.size() != 4 || x.size() != 4) return {};
     ConvVars v{single_var(out[0]), single_var(out[1]), single_var(out[2]), single_var(out[3]),
                single_var(w[1]),   single_var(w[2]),   single_var(w[3])};
-    // X[n, c, ho + kh, wo + kw]
+    // X[n, c, s ho + kh, s wo + kw] (stride s >= 1)
     auto is_sum = [](const looptool::Affine &a, int p, int q) {
         if (a.terms.size() != 2 || a.offset != 0) return false;
-        const int s = a.terms[0].var, t = a.terms[1].var;
-        return a.terms[0].coef == 1 && a.terms[1].coef == 1 &&
-               ((s == p && t == q) || (s == q && t == p));
+        for (int i = 0; i < 2; ++i) {
+            const auto &out = a.terms[size_t(i)], &kernel = a.terms[size_t(1 - i)];
+            if (out.var == p && kernel.var == q && out.coef >= 1 && kernel.coef == 1) return true;
+        }
+        return false;
     };
     if (std::min({v.n, v.m, v.ho, v.wo, v.c, v.kh, v.kw}) < 0 || single_var(w[0]) != v.m ||
         single_var(x[0]) != v.n || single_var(x[1]) != v.c || !is_sum(x[2], v.ho, v.kh) ||

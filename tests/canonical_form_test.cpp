@@ -237,6 +237,29 @@ TEST(CanonicalForm, GenerateWritesBatchedMatmulsThatReadBack) {
     EXPECT_THROW(write_bmm_dataset({1 << 20}, {{4096, 4096, 4096}}, dir.path.string()), Error);
 }
 
+// A stride-2 conv: recognised as a conv (its seeds apply), each seed computing what the naive
+// nest does; stride 1 is make_conv2d itself.
+TEST(CanonicalForm, StridedConvsTakeTheConvSeeds) {
+    EXPECT_TRUE(make_strided_conv2d(1, 4, 9, 9, 8, 3, 3, 1) == make_conv2d(1, 4, 9, 9, 8, 3, 3));
+    const Computation c = make_strided_conv2d(2, 4, 17, 19, 16, 3, 3, 2);
+    EXPECT_EQ(c.vars[2].extent, 8);
+    EXPECT_EQ(c.vars[3].extent, 9);
+    EXPECT_FALSE(generated_form(c));
+    ASSERT_TRUE(conv_roles(c));
+    ASSERT_TRUE(looptune::conv_shape(c));
+    const auto seeds = looptune::tune_seeds(c, 200, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    auto jit = Jit::create();
+    const Program start = Program::naive(std::make_shared<const Computation>(c));
+    EXPECT_TRUE(tests::matches_reference(*jit, start));
+    for (const auto &seed : seeds) {
+        Program p = start;
+        for (Action a : seed.actions) p = apply(p, a);
+        EXPECT_TRUE(tests::matches_reference(*jit, p)) << seed.name;
+    }
+    EXPECT_THROW(make_strided_conv2d(1, 4, 9, 9, 8, 3, 3, 0), Error);
+}
+
 // What generate writes and LoopTune's corpus holds is left as it is.
 TEST(CanonicalForm, TheCorpusIsAlreadyInGeneratesForm) {
     const std::filesystem::path corpus = LOOPTUNE_CORPUS_DIR;

@@ -50,16 +50,14 @@ std::optional<Contraction> contraction(const Computation &c, size_t tensors) {
     return r;
 }
 
-/// a + b over two distinct variables, coefficients 1, no offset: the variables, else nullopt.
-std::optional<std::pair<int, int>> sum_of_two(const Affine &f) {
-    if (f.terms.size() != 2 || f.offset != 0 || f.terms[0].coef != 1 || f.terms[1].coef != 1)
-        return std::nullopt;
-    return std::pair{f.terms[0].var, f.terms[1].var};
-}
-
+/// s p + q (a strided output position plus a kernel offset: s >= 1), either term first.
 bool is_sum_of(const Affine &f, int p, int q) {
-    const auto s = sum_of_two(f);
-    return s && ((s->first == p && s->second == q) || (s->first == q && s->second == p));
+    if (f.terms.size() != 2 || f.offset != 0) return false;
+    for (int i = 0; i < 2; ++i) {
+        const Affine::Term &out = f.terms[size_t(i)], &kernel = f.terms[size_t(1 - i)];
+        if (out.var == p && kernel.var == q && out.coef >= 1 && kernel.coef == 1) return true;
+    }
+    return false;
 }
 
 /// c's tensors with the temporary (kept, or a new one) right before the output, and where each

@@ -136,6 +136,27 @@ std::string ConvShape::name() const {
     return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}", n, c, h, w, m, c, kh, kw);
 }
 
+Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
+                                int64_t kw, int64_t stride, std::string name) {
+    if (stride < 1) throw Error(fmt::format("conv2d: stride {} is not positive", stride));
+    Computation c = make_conv2d(n, ci, h, w, co, kh, kw, name);
+    if (stride == 1) return c;
+    const int64_t ho = (h - kh) / stride + 1, wo = (w - kw) / stride + 1;
+    if (name.empty())
+        c.name =
+            fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}_s{}", n, ci, h, w, co, ci, kh, kw, stride);
+    // Variables n, c, ho, wo, kh, kw, m (make_conv2d's order); X's rows and columns strided.
+    c.vars[2].extent = ho;
+    c.vars[3].extent = wo;
+    for (int t : {2, 3}) c.tensors[size_t(t)].shape = {n, co, ho, wo};
+    Statement &s = c.stmts[0];
+    for (Affine &f : s.value.args[0].access.index)
+        for (Affine::Term &term : f.terms)
+            if (term.var == 2 || term.var == 3) term.coef = stride;
+    c.validate();
+    return c;
+}
+
 std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
                                            const std::vector<MatmulShape> &shapes,
                                            const std::string &dir) {

@@ -47,6 +47,11 @@ std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
                                            const std::vector<MatmulShape> &shapes,
                                            const std::string &dir);
 
+/// make_conv2d with stride `stride` (X[n, c, s ho + kh, s wo + kw], ho = (h - kh) / s + 1),
+/// valid padding; make_conv2d's own computation for stride 1.
+Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
+                                int64_t kw, int64_t stride, std::string name = "");
+
 /// Every conv from --dimA N_RANGE,C_RANGE,H_RANGE[,W_RANGE] --dimB
 /// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
 /// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:

@@ -136,16 +136,23 @@ __version__ = _core.__version__
 
 
 def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, matmul=None,
-         conv=None, library=None, retune=False):
+         conv=None, library=None, retune=False, bmm=None):
     """`looptool tune`: a trained policy (default: the shipped one) guides a measured search of
     `budget_s` seconds (`greedy`: its greedy rollout only) on a benchmark file, or on a matmul
-    `matmul=(M, N, K)` or a conv2d `conv=(N, CI, H, W, CO, KH, KW)` given by its shape; a dict
+    `matmul=(M, N, K)`, a batched matmul `bmm=(B, M, N, K)` or a conv2d
+    `conv=(N, CI, H, W, CO, KH, KW)` given by its shape; a dict
     with the best schedule ("program"), "gflops", "base_gflops", "speedup", "best_actions",
     "found_by", "greedy_gflops", "greedy_actions", "seconds", "call_seconds" (docs/python.md).
     A computation tuned before on this machine is answered from the schedule library (`library`:
     a store path or "off"; default as `looptool tune`), "from_library" True, unless `retune`."""
     def extents(shape):
         return None if shape is None else [int(v) for v in shape]
+    if bmm is not None:
+        if matmul is not None:
+            raise Error("tune: give matmul=(M, N, K) or bmm=(B, M, N, K), not both")
+        if len(bmm) != 4:
+            raise Error(f"tune: bmm takes 4 extents (B, M, N, K), not {len(bmm)}")
+        matmul = bmm
     return _core.tune(None if benchmark is None else str(benchmark),
                       None if policy is None else str(policy),
                       None if store is None else str(store), float(budget_s), bool(greedy),

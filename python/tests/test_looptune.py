@@ -168,9 +168,13 @@ class ToolTest(unittest.TestCase):
         self.assertGreaterEqual(r["gflops"], r["base_gflops"])
         self.assertTrue(r["program"].startswith("looptool-program"))
         self.assertIn("name mm48_64_32", r["program"])
+        b = looptune.tune(bmm=(2, 16, 32, 8), budget_s=0.2)
+        self.assertIn("name bmm2_16_32_8", b["program"])
+        self.assertGreaterEqual(b["gflops"], b["base_gflops"])
         c = looptune.tune(conv=(1, 8, 10, 10, 16, 3, 3), budget_s=0.2)
         self.assertGreater(c["gflops"], 0)
-        for bad in ({"matmul": (48, 64)}, {"matmul": (48, 0, 2)}, {},
+        for bad in ({"matmul": (48, 64)}, {"matmul": (48, 0, 2)}, {}, {"bmm": (2, 3, 4)},
+                    {"bmm": (2, 3, 4, 5), "matmul": (3, 4, 5)},
                     {"benchmark": bench("mm112_112_128"), "matmul": (1, 2, 3)}):
             with self.assertRaises(looptune.Error):
                 looptune.tune(**bad)
