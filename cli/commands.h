@@ -47,8 +47,9 @@ inline constexpr Command kCommands[] = {
 #undef LOOPTOOL_COMMAND_ENTRY
 };
 
-/// In `looptool`: for a command that needs LibTorch (train, policy), replaces the process with
-/// looptool-train beside it, same arguments (cli/train_side.cpp); returns for any other.
+/// In `looptool`: for a command that needs LibTorch (train, policy, slurm-train), replaces the
+/// process with looptool-train beside it, same arguments (cli/train_side.cpp); returns for any
+/// other.
 void exec_train_side(int argc, char **argv);
 
 /// Splits "a, b,c" at commas, dropping spaces and empty items.

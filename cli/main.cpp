@@ -118,7 +118,7 @@ static void restart_for_openblas(int argc, char **argv) {
 int main(int argc, char **argv) {
     using namespace looptool::cli;
 #ifndef LOOPTOOL_TRAIN_SIDE
-    exec_train_side(argc, argv);  // train, policy: in looptool-train, with LibTorch
+    exec_train_side(argc, argv);  // train, policy, slurm-train: in looptool-train
 #endif
     restart_for_openblas(argc, argv);
     CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};

@@ -1,5 +1,6 @@
-// `looptool` without LibTorch: the commands that need it (train, policy) are listed in --help
-// here and run by looptool-train, the executable beside this one, which links LibTorch (and MPI)
+// `looptool` without LibTorch: the commands that need it (train, policy; slurm-train, which
+// checks its train arguments with train's own parser) are listed in --help here and run by
+// looptool-train, the executable beside this one, which links LibTorch (and MPI)
 // and has every command. Exec rather than a plugin: the process, its arguments, exit code and
 // MPI rank stay the same, and nothing of LibTorch is mapped into any other command.
 #include <fmt/format.h>
@@ -38,10 +39,17 @@ Run add_policy(CLI::App &app) {
                   "Policy files: convert a LibTorch policy into a flat one (runs looptool-train)");
 }
 
+Run add_slurm_train(CLI::App &app) {
+    return listed(app, "slurm-train",
+                  "Write a requeue-safe sbatch script for `looptool train` into RUN_DIR and submit "
+                  "it (runs looptool-train):\n"
+                  "  looptool slurm-train [options] --out RUN_DIR -- <train args>");
+}
+
 void exec_train_side(int argc, char **argv) {
     if (argc < 2) return;
     const std::string command = argv[1];
-    if (command != "train" && command != "policy") return;
+    if (command != "train" && command != "policy" && command != "slurm-train") return;
     char self[PATH_MAX];
     const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     std::string dir = n > 0 ? std::string(self, size_t(n)) : std::string(argv[0]);

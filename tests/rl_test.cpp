@@ -225,7 +225,7 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
     EXPECT_GT(s.episodes, 0);
     EXPECT_GT(s.updates, 0);
     EXPECT_GT(s.eval_speedup, 0);
-    for (const char *f : {"checkpoint.pt", "policy.pt", "metrics.csv", "store.sqlite"})
+    for (const char *f : {"checkpoint.pt", "trained.policy", "metrics.csv", "store.sqlite"})
         EXPECT_TRUE(std::filesystem::exists(dir / ("run/" + std::string(f)))) << f;
 
     // Starting over in the same run directory is refused; --resume continues the counters.
