@@ -67,7 +67,7 @@ Run add_export(CLI::App &app) {
     file->excludes(sched, tune);
     sched->excludes(tune);
     cmd->add_option("--policy", o->policy,
-                    "Policy for --tune (default: the shipped policies/default.pt)")
+                    "Policy for --tune (default: the shipped policies/default.policy)")
         ->needs(tune);
     cmd->add_flag("--naive", o->naive,
                   "Start from the naive nest instead of the schedule stored in the benchmark");

@@ -59,7 +59,10 @@ Run add_slurm_train(CLI::App &app) {
         if (!c.run_dir.empty()) c.run_dir = fs::absolute(c.run_dir).lexically_normal().string();
         while (c.run_dir.size() > 1 && c.run_dir.back() == '/') c.run_dir.pop_back();
         c.workdir = fs::current_path().string();
-        c.looptool = fs::read_symlink("/proc/self/exe").string();
+        // This runs in looptool-train; the job names the `looptool` beside it, as users do.
+        const fs::path self = fs::read_symlink("/proc/self/exe");
+        const fs::path front = self.parent_path() / "looptool";
+        c.looptool = (fs::exists(front) ? front : self).string();
         if (c.train_args.empty())
             throw Error(
                 "slurm-train: no train arguments after '--' (e.g. -- --dataset DIR --trainer "

@@ -29,7 +29,8 @@ using Run = std::function<int()>;
     X("train", add_train)             \
     X("tune", add_tune)               \
     X("slurm-train", add_slurm_train) \
-    X("export", add_export)
+    X("export", add_export)           \
+    X("policy", add_policy)
 
 #define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
 LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)
@@ -45,6 +46,11 @@ inline constexpr Command kCommands[] = {
     LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_ENTRY)
 #undef LOOPTOOL_COMMAND_ENTRY
 };
+
+/// In `looptool`: for a command that needs LibTorch (train, policy, slurm-train), replaces the
+/// process with looptool-train beside it, same arguments (cli/train_side.cpp); returns for any
+/// other.
+void exec_train_side(int argc, char **argv);
 
 /// Splits "a, b,c" at commas, dropping spaces and empty items.
 std::vector<std::string> split_list(const std::string &text);

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -97,13 +98,13 @@ void add_tolerance_option(CLI::App *cmd, double &factor) {
 }
 }  // namespace looptool::cli
 
-// LibTorch links OpenBLAS, so it is loaded (and reads OPENBLAS_CORETYPE, set to Haswell on
-// some machines) before main() runs. `compare` measures OpenBLAS with its AVX-512 kernels on
-// one thread, and `train` and `tune` run LibTorch's GEMMs through it (the GNN encoder, batched
-// policy inference): with AVX2 kernels they ran at half the speed (docs/decisions.md). On a CPU
-// with AVX-512 these commands restart themselves once with the AVX-512 kernels and one OpenBLAS
-// thread. Not under MPI (a rank must not exec before MPI_Init; export the variables in the job
-// script instead).
+// LibTorch links OpenBLAS, so in looptool-train it is loaded (and reads OPENBLAS_CORETYPE, set to
+// Haswell on some machines) before main() runs: `train` runs LibTorch's GEMMs through it (the GNN
+// encoder, batched policy inference), which with AVX2 kernels ran at half the speed
+// (docs/decisions.md). On a CPU with AVX-512 such a process restarts itself once with the AVX-512
+// kernels and one OpenBLAS thread. `looptool` links no OpenBLAS: `compare` loads it with dlopen
+// after setting these variables (baselines/openblas.cpp). Not under MPI (a rank must not exec
+// before MPI_Init; export the variables in the job script instead).
 static void restart_for_openblas(int argc, char **argv) {
     bool wanted = false;  // the subcommand comes first
     for (const char *c : {"compare", "train", "tune"})
@@ -114,7 +115,8 @@ static void restart_for_openblas(int argc, char **argv) {
         std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
     const char *core = std::getenv("OPENBLAS_CORETYPE");
     const char *threads = std::getenv("OPENBLAS_NUM_THREADS");
-    if (!wanted || !avx512 || mpi || std::getenv("LOOPTUNE_NO_RESTART") ||
+    const bool linked = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD) != nullptr;
+    if (!wanted || !linked || !avx512 || mpi || std::getenv("LOOPTUNE_NO_RESTART") ||
         (core && std::string(core) == "SkylakeX" && threads && std::string(threads) == "1"))
         return;
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
@@ -126,6 +128,9 @@ static void restart_for_openblas(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     using namespace looptool::cli;
+#ifndef LOOPTOOL_TRAIN_SIDE
+    exec_train_side(argc, argv);  // train, policy, slurm-train: in looptool-train
+#endif
     restart_for_openblas(argc, argv);
     CLI::App app{"looptool: loop-nest auto-tuning with a JIT-executing loop tool"};
     app.set_version_flag("--version", std::string("looptool ") + LOOPTUNE_VERSION);

@@ -13,6 +13,7 @@
 #include "rl/episode_starts.h"
 #include "rl/fused_adam.h"
 #include "rl/policy_checksum.h"
+#include "rl/policy_convert.h"
 #include "rl/torch_errors.h"
 #include "search/trace.h"
 #include "util/stats.h"
@@ -340,7 +341,7 @@ void Learner::save_policy(const std::string &path, const nlohmann::json &provena
                            {"max_steps", config_.max_steps},
                            {"network", nlohmann::json::parse(qnet_config_json(net_config_))},
                            {"provenance", provenance}};
-    save_policy_file(path, online, meta.dump());
+    write_policy_file(path, policy_file_from_qnet(online, meta.dump()));
 }
 
 EnvConfig train_env_config(const TrainConfig &config) {

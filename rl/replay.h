@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "rl/rl_state.h"
+#include "env/rl_state.h"
 
 namespace looptune {
 

@@ -2,15 +2,18 @@
 // rl/mpi/apex_mpi.cpp) over the environment, in process with LibTorch. Every hyper-parameter
 // is in TrainConfig (settable from the CLI).
 // A run directory holds: checkpoint.pt (weights, target, optimizer, counters; written
-// atomically every checkpoint_every env steps), policy.pt (the online network as a policy
-// file for `looptool tune`), metrics.csv (appended; trimmed to the checkpoint on resume;
-// rl/metrics.h) and store.sqlite unless a store is given. rl/training_run.h keeps it.
+// atomically every checkpoint_every env steps), trained.policy (the online network as a flat
+// policy file for `looptool tune`, policy/policy_file.h), metrics.csv (appended; trimmed to the
+// checkpoint on resume; rl/metrics.h) and store.sqlite unless a store is given.
+// rl/training_run.h keeps it.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "policy/policy_file.h"  // kMaxEpisodeSteps
 
 namespace looptune {
 
@@ -22,10 +25,6 @@ enum class Distributed { Threads, Mpi };  ///< Ape-X actors as threads, or as MP
 const char *name(Trainer t);
 const char *name(Encoder e);
 const char *name(Distributed d);
-
-/// Longest episode a policy may have: `tune` measures every step of its rollout, so a policy
-/// file asking for more (a crafted 2e9) is refused on load rather than tuned for hours.
-inline constexpr int kMaxEpisodeSteps = 1000;
 
 struct TrainConfig {
     // What to train on and where to write.

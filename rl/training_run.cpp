@@ -49,7 +49,7 @@ TrainingRun::TrainingRun(const TrainConfig &config) : c_(config) {
     if (!(c_.seed_starts >= 0 && c_.seed_starts <= 1))
         throw looptool::Error("--seed-starts must be a probability in [0, 1]");
     checkpoint_path = c_.out_dir + "/checkpoint.pt";
-    policy_path = c_.out_dir + "/policy.pt";
+    policy_path = c_.out_dir + "/trained.policy";
     metrics_path = c_.out_dir + "/metrics.csv";
     if (!c_.resume && std::filesystem::exists(checkpoint_path))
         throw looptool::Error(c_.out_dir +
@@ -78,7 +78,7 @@ void TrainingRun::create_dir() {
     // A write killed between its temporary and the rename leaves NAME.tmp.PID behind.
     for (const auto &entry : std::filesystem::directory_iterator(c_.out_dir)) {
         const std::string name = entry.path().filename().string();
-        for (const char *file : {"checkpoint.pt.tmp.", "policy.pt.tmp.", "metrics.csv.tmp."})
+        for (const char *file : {"checkpoint.pt.tmp.", "trained.policy.tmp.", "metrics.csv.tmp."})
             if (name.rfind(file, 0) == 0) {
                 std::error_code ec;
                 std::filesystem::remove(entry.path(), ec);

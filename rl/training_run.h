@@ -69,7 +69,7 @@ public:
     /// evaluation benchmark is left.
     Evaluation evaluate(QNet &net, Environment &env);
 
-    /// Writes checkpoint.pt and policy.pt (atomically) and says so.
+    /// Writes checkpoint.pt and trained.policy (atomically) and says so.
     void checkpoint(Learner &learner, const RunSnapshot &at, const nlohmann::json &provenance);
     /// One metrics.csv row.
     void record(const RunSnapshot &at, bool with_eval);

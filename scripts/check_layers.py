@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """The layering rule, checked: a source file includes only headers of its own folder or of
-folders below it in LAYERS, and LibTorch headers only in rl/. Run by CTest as `Layers`.
+folders below it in LAYERS, and LibTorch headers only in rl/. rl/ is the LibTorch library: above
+it only the training side (TRAIN_SIDE, linked into looptool-train) includes its headers, so
+`tune`, `looptool` and the Python module run without LibTorch. Run by CTest as `Layers`.
 
 Usage: scripts/check_layers.py [ROOT]   (exit 1 listing every violation)
 """
@@ -12,11 +14,13 @@ import sys
 LAYERS = [
     'util', 'looptool/ir', 'looptool/actions', 'looptool/formats', 'looptool/lower',
     'looptool/jit', 'looptool/check', 'looptool/measure', 'looptool/gen', 'env/store', 'env',
-    'search', 'rl', 'rl/mpi', 'tune', 'baselines', 'experiments', 'benchmarks', 'cli', 'python',
+    'search', 'policy', 'rl', 'rl/mpi', 'tune', 'baselines', 'experiments', 'benchmarks', 'cli', 'python',
 ]
 # Folders that may include anything (they test or fuzz every layer).
 FREE = ['tests', 'fuzz']
 TORCH_FOLDERS = ['rl', 'rl/mpi']
+# Files and folders above rl/ that may include its headers: the training side.
+TRAIN_SIDE = ['benchmarks', 'cli/cmd_train.cpp', 'cli/cmd_policy.cpp']
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 
 
@@ -57,6 +61,10 @@ def violations(root):
                 found.append(f'{rel}:{n}: "{header}" is in no layer folder')
             elif rank[there] > rank[here]:
                 found.append(f'{rel}:{n}: {here} includes "{header}" from {there}, a layer above it')
+            elif (there in TORCH_FOLDERS and here not in TORCH_FOLDERS and here not in TRAIN_SIDE
+                  and rel not in TRAIN_SIDE):
+                found.append(f'{rel}:{n}: "{header}" is in rl/, the LibTorch library, which only '
+                             'the training side (TRAIN_SIDE) may include')
     return found
 
 

@@ -70,7 +70,7 @@ main_job() {
   # by 16 (100 = 6 * 16 + 4: a tail).
   "$cli" read --bench "$data/mm96_128_100" \
     --actions split_8,down,swap_down,down,split_16,swap_up,down,unroll,down,vectorize,up,up,up,split_16
-  # Tune one of LoopTune's test benchmarks with the shipped policy (policies/default.pt) in a
+  # Tune one of LoopTune's test benchmarks with the shipped policy (policies/default.policy) in a
   # fraction of a second, then with a search baseline (10 s budget, 16 actions) for contrast.
   local bench="$ROOT/../shared/corpus/looptune/mm64_256_16_range/mm112_208_256"
   "$cli" tune --bench "$bench" --verify

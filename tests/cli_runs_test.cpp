@@ -36,8 +36,8 @@ TEST(CliOptions, OutOfRangeValuesAreRefusedWithOneLineNamingTheOption) {
     struct Case {
         const char *args, *option;
     };
-    // A representative set (each run loads LibTorch, ~1.5 s); every option's range is in its
-    // --help. A refused option must not create anything.
+    // A representative set (each train run loads LibTorch, ~1.5 s); every option's range is in
+    // its --help. A refused option must not create anything.
     const std::vector<Case> cases = {
         {"read --bench ds/mm8_8_8 --tolerance nan", "--tolerance"},
         {"search --bench ds/mm8_8_8 --algo genetic --population 0", "--population"},
@@ -67,6 +67,27 @@ TEST(CliOptions, OutOfRangeValuesAreRefusedWithOneLineNamingTheOption) {
         "search --bench ds/mm8_8_8 --algo genetic --population 2 --mutation 0 --crossover 1 "
         "--budget-s 0.2 --steps 1 --json");
     EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// `looptool` links no LibTorch: it lists train and policy and runs them in looptool-train, so
+// from the command line they are as before: their own --help, options and exit codes.
+TEST(CliRelease, TrainAndPolicyRunInLooptoolTrainUnchanged) {
+    tests::TempDir dir("cli_release");
+    RunResult r = run_cli(dir, "--help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("  train "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("  policy "), std::string::npos) << r.out;
+    r = run_cli(dir, "train --help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char *option : {"--dataset", "--encoder", "--gnn-rounds", "--distributed"})
+        EXPECT_NE(r.out.find(option), std::string::npos) << option << "\n" << r.out;
+    r = run_cli(dir, "policy convert --help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("IN"), std::string::npos) << r.out;
+    r = run_cli(dir, "policy convert missing.pt out.policy");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(r.err, "error: cannot open policy file missing.pt\n");
+    EXPECT_FALSE(fs::exists(dir.path / "out.policy"));
 }
 
 TEST(CliRuns, CompareWithABadFileAndAFailingBenchmarkFinishesEveryOtherRow) {
@@ -156,7 +177,7 @@ TEST(CliRuns, TrainLeavesAFailingEvaluationBenchmarkOutAndGoesOn) {
     EXPECT_NE(r.err.find("ds/mm112_208_256:3: 'x' is not an integer"), std::string::npos) << r.err;
     EXPECT_NE(r.out.find("\"env_steps\": 40"), std::string::npos) << r.out;  // trained to the end
     EXPECT_NE(r.out.find("\"benchmark\": \"ds/mm112_208_256\""), std::string::npos) << r.out;
-    EXPECT_TRUE(fs::exists(dir.path / "run/policy.pt"));
+    EXPECT_TRUE(fs::exists(dir.path / "run/trained.policy"));
 }
 
 TEST(CliRuns, SearchTraceNamingADirectorySaysSo) {

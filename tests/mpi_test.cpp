@@ -299,7 +299,7 @@ TEST(MpiTraining, ThreeRanksTrainExactlyTheStepsAndResume) {
         << r.err;
     // The learner never runs ahead of the replay ratio (0.5 by default).
     EXPECT_LE(j["updates"].get<int>(), 0.5 * 240);
-    for (const char *f : {"checkpoint.pt", "policy.pt", "metrics.csv", "store.sqlite"})
+    for (const char *f : {"checkpoint.pt", "trained.policy", "metrics.csv", "store.sqlite"})
         EXPECT_TRUE(fs::exists(dir.path / "run" / f)) << f;
     const std::string metrics = slurp(dir.path / "run/metrics.csv");
     EXPECT_EQ(metrics.rfind("seconds,env_steps,episodes,updates,", 0), 0u);

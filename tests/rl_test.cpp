@@ -159,7 +159,7 @@ TEST(Train, AWarmStartTraceCutByAnIllegalActionStillPretrains) {
     c.learning_starts = 1000;
     c.warmstart_min_speedup = 1;
     EXPECT_EQ(train(c).env_steps, 20);
-    EXPECT_TRUE(std::filesystem::exists(dir / "run/policy.pt"));
+    EXPECT_TRUE(std::filesystem::exists(dir / "run/trained.policy"));
 }
 
 // A NaN GFLOPS compared as a trace worth imitating, a base of 0 made any trace infinitely so.
@@ -225,7 +225,7 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
     EXPECT_GT(s.episodes, 0);
     EXPECT_GT(s.updates, 0);
     EXPECT_GT(s.eval_speedup, 0);
-    for (const char *f : {"checkpoint.pt", "policy.pt", "metrics.csv", "store.sqlite"})
+    for (const char *f : {"checkpoint.pt", "trained.policy", "metrics.csv", "store.sqlite"})
         EXPECT_TRUE(std::filesystem::exists(dir / ("run/" + std::string(f)))) << f;
 
     // Starting over in the same run directory is refused; --resume continues the counters.
@@ -255,7 +255,7 @@ TEST(Train, DqnCheckpointsResumesAndItsPolicyTunes) {
     EXPECT_EQ(std::count(steps.begin(), steps.end(), 240.0), 1);
 
     // The policy file drives a rollout whose best schedule replays and verifies.
-    Policy policy = Policy::load(dir / "run/policy.pt");
+    Policy policy = Policy::load(dir / "run/trained.policy");
     EXPECT_EQ(policy.info().max_steps, 6);
     EXPECT_EQ(policy.info().action_space, "full");
     Environment env(policy.env_config(fast_env({})));
@@ -283,7 +283,7 @@ TEST(Train, ApexWithTwoActorsAndTheGraphEncoderHoldsTheReplayRatio) {
     // wait once they are 4 steps each past what the updates pay for, whatever the load.
     EXPECT_LE(s.updates, 0.25 * 240);
     EXPECT_GE(s.updates, 0.25 * (240 - 4 * 2));
-    Policy policy = Policy::load(dir / "run/policy.pt");
+    Policy policy = Policy::load(dir / "run/trained.policy");
     EXPECT_EQ(policy.info().encoder, "gnn");
     Environment env(policy.env_config(fast_env({})));
     PolicyTuneResult t = tune_with_policy(policy, env, tests::matmul_program(16, 32, 16));
@@ -308,7 +308,7 @@ TEST(Train, WarmStartFromTraces) {
     c.demo_margin = 0.5;
     c.warmstart_min_speedup = 1;
     train(c);
-    Policy policy = Policy::load(dir / "run/policy.pt");
+    Policy policy = Policy::load(dir / "run/trained.policy");
     Environment env(policy.env_config(fast_env({})));
     PolicyTuneResult t = tune_with_policy(policy, env, load_program_file(bench));
     ASSERT_GE(t.actions.size(), 3u);
@@ -416,7 +416,7 @@ TEST(PolicyCli, TuneAndCompareUseAPolicyFile) {
     TrainConfig c = tiny_training(tiny_dataset(dir), dir / "run");
     c.steps = 60;
     train(c);
-    auto r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/policy.pt --json");
+    auto r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/trained.policy --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.out.find("\"speedup\""), std::string::npos);
     r = tests::run_cli(dir, "tune --bench data/mm32_48_16 --policy run/missing.pt");
@@ -425,16 +425,16 @@ TEST(PolicyCli, TuneAndCompareUseAPolicyFile) {
     // The policy was trained for 6 steps: a step limit given for every method must be that.
     r = tests::run_cli(
         dir,
-        "compare --dataset data --split all --methods base,policy --policy run/policy.pt "
+        "compare --dataset data --split all --methods base,policy --policy run/trained.policy "
         "--steps 10 --out cmp --no-plots");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("--steps 6"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir.path / "cmp"));
     // Without --steps it rolls out for its own 6.
-    r = tests::run_cli(
-        dir,
-        "compare --dataset data --split all --limit 2 --methods base,policy --policy run/policy.pt "
-        "--out cmp --no-plots --json");
+    r = tests::run_cli(dir,
+                       "compare --dataset data --split all --limit 2 --methods base,policy "
+                       "--policy run/trained.policy "
+                       "--out cmp --no-plots --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(tests::slurp(dir.path / "cmp/results.csv").find(",policy,"), std::string::npos);
 }

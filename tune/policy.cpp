@@ -6,17 +6,18 @@
 #include <chrono>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 
+#include "env/rl_state.h"
 #include "looptool/ir/error.h"
-#include "rl/qnet.h"
-#include "rl/rl_state.h"
-#include "rl/torch_errors.h"
-#include "rl/trainer.h"
+#include "policy/plain_qnet.h"
+#include "policy/policy_file.h"
 
 namespace looptune {
 
 struct Policy::Impl {
-    QNet net{nullptr};
+    PolicyFile file;  // as read: what save() writes back
+    std::optional<PlainQNet> net;
     bool graph = false;  // the encoder needs states with their graph
 };
 
@@ -27,25 +28,32 @@ Policy::~Policy() = default;
 
 Policy Policy::load(const std::string &path) {
     Policy p;
-    p.impl_->net = load_policy_file(path, &p.info_.meta_json);
+    Impl &impl = *p.impl_;
+    PolicyInfo &info = p.info_;
+    impl.file = read_policy_file(path);
     try {
-        nlohmann::json j = nlohmann::json::parse(p.info_.meta_json);
-        p.info_.path = path;
-        p.info_.encoder = p.impl_->net->config().encoder;
-        p.impl_->graph = p.info_.encoder == name(Encoder::Gnn);
-        p.info_.action_space = j.at("action_space").get<std::string>();
+        const nlohmann::json j = nlohmann::json::parse(impl.file.meta_json);
+        const NetworkConfig config = network_config_from_json(j.at("network").dump());
+        impl.net.emplace(config, impl.file);
+        info.path = path;
+        info.meta_json = impl.file.meta_json;
+        info.encoder = config.encoder;
+        impl.graph = config.encoder == "gnn";
+        info.action_space = j.at("action_space").get<std::string>();
         const nlohmann::json &steps = j.at("max_steps");
         if (!steps.is_number_integer() || steps.get<int64_t>() < 1 ||
             steps.get<int64_t>() > kMaxEpisodeSteps)
-            throw looptool::Error(fmt::format("{}: max_steps {} is not an integer in [1, {}]", path,
+            throw looptool::Error(fmt::format("max_steps {} is not an integer in [1, {}]",
                                               steps.dump(), kMaxEpisodeSteps));
-        p.info_.max_steps = steps.get<int>();
-        p.info_.max_loops = p.impl_->net->config().shape.max_loops;
-        const auto space = looptool::ActionSpace::preset(p.info_.action_space);
-        if (static_cast<int>(space.size()) != p.impl_->net->config().shape.num_actions)
+        info.max_steps = steps.get<int>();
+        info.max_loops = config.max_loops;
+        const auto space = looptool::ActionSpace::preset(info.action_space);
+        if (static_cast<int>(space.size()) != config.num_actions)
             throw looptool::Error("the network's action count does not match preset " + space.name);
     } catch (const nlohmann::json::exception &e) {
         throw looptool::Error(path + ": bad policy description: " + e.what());
+    } catch (const looptool::Error &e) {
+        throw looptool::Error(path + ": not a looptune policy file: " + e.what());
     }
     return p;
 }
@@ -57,31 +65,36 @@ EnvConfig Policy::env_config(EnvConfig base) const {
     return base;
 }
 
-void Policy::save(const std::string &path) const {
-    one_line_torch_errors([&] { save_policy_file(path, impl_->net, info_.meta_json); });
+void Policy::save(const std::string &path) const { write_policy_file(path, impl_->file); }
+
+// Q(s, .) of env's state under the policy's network, masked: -infinity where illegal.
+static std::vector<float> masked_q(const PlainQNet &net, bool graph, const PolicyInfo &info,
+                                   const Environment &env, RlState *state) {
+    if (env.action_space().name != info.action_space || env.config().max_loops != info.max_loops)
+        throw looptool::Error(
+            "the environment is not configured for this policy (use Policy::env_config)");
+    RlState &s = *state;
+    s = encode_state(env, graph);
+    std::vector<float> q(s.mask.size(), -std::numeric_limits<float>::infinity());
+    if (!any_legal(s)) return q;
+    const std::vector<float> out = net.forward(s.flat, graph ? &s.graph : nullptr);
+    for (size_t a = 0; a < q.size(); ++a)
+        if (s.mask[a]) q[a] = out[a];
+    return q;
 }
 
 int Policy::act(const Environment &env) const {
-    if (env.action_space().name != info_.action_space || env.config().max_loops != info_.max_loops)
-        throw looptool::Error(
-            "the environment is not configured for this policy (use Policy::env_config)");
-    return one_line_torch_errors(
-        [&] { return greedy_action(impl_->net, encode_state(env, impl_->graph)); });
+    RlState s;
+    const std::vector<float> q = masked_q(*impl_->net, impl_->graph, info_, env, &s);
+    int best = -1;  // the first of equal maxima, as the training side's greedy_action
+    for (int a = 0; a < static_cast<int>(q.size()); ++a)
+        if (s.mask[size_t(a)] && (best < 0 || q[size_t(a)] > q[size_t(best)])) best = a;
+    return best;
 }
 
 std::vector<float> Policy::q_values(const Environment &env) const {
-    if (env.action_space().name != info_.action_space || env.config().max_loops != info_.max_loops)
-        throw looptool::Error(
-            "the environment is not configured for this policy (use Policy::env_config)");
-    const RlState s = encode_state(env, impl_->graph);
-    std::vector<float> q(s.mask.size(), -std::numeric_limits<float>::infinity());
-    if (!any_legal(s)) return q;
-    torch::NoGradGuard no_grad;
-    const torch::Tensor out = impl_->net->forward(std::vector<const RlState *>{&s}).to(torch::kCPU);
-    const auto row = out.accessor<float, 2>();
-    for (size_t a = 0; a < q.size(); ++a)
-        if (s.mask[a]) q[a] = row[0][int64_t(a)];
-    return q;
+    RlState s;
+    return masked_q(*impl_->net, impl_->graph, info_, env, &s);
 }
 
 PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
@@ -121,7 +134,7 @@ PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
 
 std::string default_policy_path() {
     if (const char *p = std::getenv("LOOPTUNE_POLICY"); p && *p) return p;
-    return std::string(LOOPTUNE_SOURCE_DIR) + "/policies/default.pt";
+    return std::string(LOOPTUNE_SOURCE_DIR) + "/policies/default.policy";
 }
 
 }  // namespace looptune

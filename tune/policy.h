@@ -29,8 +29,8 @@ public:
     Policy &operator=(Policy &&) noexcept;
     ~Policy();
 
-    /// Writes the policy (network, description, checksum) to `path`, under a temporary name
-    /// renamed at the end: how a policy file written before checksums gets one.
+    /// Writes the policy (description, weights, checksum) to `path` as a flat policy file
+    /// (policy/policy_file.h), under a temporary name renamed at the end.
     void save(const std::string &path) const;
 
     const PolicyInfo &info() const { return info_; }
@@ -71,7 +71,7 @@ struct RolloutHooks {
 PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
                                   const looptool::Program &start, const RolloutHooks &hooks = {});
 
-/// The policy shipped in the repository (policies/default.pt), or $LOOPTUNE_POLICY if set.
+/// The policy shipped in the repository (policies/default.policy), or $LOOPTUNE_POLICY if set.
 std::string default_policy_path();
 
 }  // namespace looptune

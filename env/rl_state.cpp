@@ -1,4 +1,4 @@
-#include "rl/rl_state.h"
+#include "env/rl_state.h"
 
 #include <algorithm>
 

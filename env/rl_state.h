@@ -1,5 +1,5 @@
-// What the Q-network sees of an environment state, as plain floats (no LibTorch here, so the
-// replay buffer and the actors' bookkeeping stay cheap to compile).
+// What the Q-network sees of an environment state, as plain floats: the input of the network in
+// training (rl/, LibTorch) and in `tune` (policy/plain_qnet.h, no LibTorch).
 //
 //   flat    = loops_tensor [max_loops x kLoopFeatures] ++ globals
 //   globals = stride_tensor [kStrideBuckets] ++ prev_actions_tensor [kPrevActions x |A|]
