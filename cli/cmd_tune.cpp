@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/each_benchmark.h"
@@ -12,6 +14,7 @@
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
+#include "tune/schedule_library_use.h"
 #include "util/stats.h"
 
 namespace looptool::cli {
@@ -102,8 +105,8 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 
 struct TuneOptions {
     std::vector<std::string> benches, matmuls, convs;
-    std::string policy, store;
-    bool json = false, verify = false;
+    std::string policy, store, library;
+    bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
     looptune::GuidedConfig guided;
 };
@@ -121,6 +124,14 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "padding; repeatable)");
     cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
+    cmd->add_option("--library", o.library,
+                    "Store whose schedule library answers computations tuned before on this "
+                    "machine, and keeps each new result once verified (default: "
+                    "$LOOPTUNE_LIBRARY ('off': none), else --store, else "
+                    "~/.cache/looptune/store.sqlite; 'off': none)");
+    cmd->add_flag("--retune", o.retune,
+                  "Search again even when the library has a schedule (the faster verified one "
+                  "is kept)");
     cmd->add_option("--budget-s", o.guided.budget_s,
                     "Wall-clock budget of the search per benchmark (the seeds and the greedy "
                     "rollout are measured whatever it is, at least one call each: a shape whose "
@@ -265,50 +276,147 @@ void print_tune(const Program &start, const looptune::GuidedResult &r, const Tun
         r.greedy.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
 }
 
+/// The policy and its environment, loaded for the first benchmark the library cannot answer.
+struct Tuner {
+    std::string path;
+    std::optional<looptune::Policy> policy;
+    std::unique_ptr<looptune::Environment> env;
+    double load_s = 0;
+
+    looptune::Environment &ready(const TuneOptions &o) {
+        if (env) return *env;
+        const auto t_load = std::chrono::steady_clock::now();
+        path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        policy.emplace(looptune::Policy::load(path));
+        looptune::EnvConfig base;
+        base.store_path = o.store;
+        base.verify = o.verify;
+        base.max_memory = o.max_memory;
+        base.reference.progress = true;
+        env = std::make_unique<looptune::Environment>(policy->env_config(base));
+        load_s = looptool::seconds_since(t_load);
+        return *env;
+    }
+};
+
+/// The schedule library tune answers from and files into, if any.
+struct Library {
+    std::unique_ptr<looptune::ScheduleLibrary> lib;
+    std::string machine;
+
+    explicit Library(const TuneOptions &o) {
+        const std::string path =
+            !o.library.empty() ? o.library : looptune::ScheduleLibrary::default_path(o.store);
+        if (path.empty() || path == "off") return;
+        // The cache folder may not exist yet; any other problem is open()'s to name.
+        std::error_code ec;
+        if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+            std::filesystem::create_directories(dir, ec);
+        lib = looptune::ScheduleLibrary::open(path);
+        machine = looptune::library_machine();
+    }
+};
+
+void print_library_answer(const looptune::LibraryAnswer &a, const std::string &path,
+                          double elapsed) {
+    const looptune::LibraryEntry &e = a.entry;
+    fmt::print(
+        "{}: from the schedule library ({}): {:.1f} GFLOPS as measured when tuned ({}{:.2f}x "
+        "the naive nest), {}, {} actions: {}\n  {:.3f} s; --retune searches again\n",
+        a.program.comp->name, path, e.gflops,
+        e.version.empty() ? std::string() : "looptool " + e.version + ", ",
+        e.gflops / e.start_gflops, e.verified ? "verified" : "not verified", e.actions.size(),
+        fmt::join(e.actions, " "), elapsed);
+}
+
+nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::string &path,
+                                   double elapsed) {
+    const looptune::LibraryEntry &e = a.entry;
+    return {{"benchmark", a.program.comp->name},
+            {"from_library", true},
+            {"library", path},
+            {"gflops", e.gflops},
+            {"base_gflops", e.start_gflops},
+            {"speedup", e.gflops / e.start_gflops},
+            {"best_actions", e.actions},
+            {"verified", e.verified},
+            {"tuned_at", e.timestamp},
+            {"tuned_by", e.version},
+            {"seconds", elapsed},
+            {"program", serialize(a.program)}};
+}
+
+const char *filed_name(looptune::Filed f) {
+    switch (f) {
+        case looptune::Filed::Added: return "added";
+        case looptune::Filed::Replaced: return "replaced";
+        case looptune::Filed::KeptFaster: return "kept the library's faster schedule";
+        case looptune::Filed::NotVerified:
+            return "not filed: the chosen kernel failed verification";
+    }
+    return "";
+}
+
+/// Files r in the library once the chosen kernel passes the reference check.
+std::string file_in_library(Library &l, looptune::Environment &env, const Program &start,
+                            const looptune::GuidedResult &r) {
+    if (!l.lib) return "";
+    const looptool::Comparison c = env.verify(r.best);
+    const looptune::Filed f = looptune::file_result(
+        *l.lib, looptune::library_entry(l.machine, start, r, c.ok, LOOPTUNE_VERSION));
+    return f == looptune::Filed::NotVerified ? fmt::format("{} ({})", filed_name(f), c.failures(1))
+                                             : filed_name(f);
+}
+
 int run_tune(const TuneOptions &o) {
     const std::vector<Target> todo = targets(o.benches, o.matmuls, o.convs);
-    // Loading LibTorch's shared libraries (~1.4 s at process start) is not part of this:
-    // each benchmark's time runs from its file being read to its final measurement.
-    const auto t_load = std::chrono::steady_clock::now();
-    const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
-    const looptune::Policy policy = looptune::Policy::load(path);
-    looptune::EnvConfig base;
-    base.store_path = o.store;
-    base.verify = o.verify;
-    base.max_memory = o.max_memory;
-    base.reference.progress = true;
-    looptune::Environment env(policy.env_config(base));
-    const double load_s = looptool::seconds_since(t_load);
+    Library library(o);
+    Tuner tuner;
     nlohmann::json results = nlohmann::json::array();
     std::vector<std::string> labels;
     for (const Target &t : todo) labels.push_back(t.label);
     const int failed = each_benchmark(
-        labels, o.json, results, {{"policy", path}},
+        labels, o.json, results, {},
         [&](size_t i) {
             const auto t0 = std::chrono::steady_clock::now();
             const Program start = todo[i].load();
+            if (library.lib && !o.retune)
+                if (const auto a = looptune::library_answer(*library.lib, library.machine, start)) {
+                    const double elapsed = looptool::seconds_since(t0);
+                    if (o.json)
+                        results.push_back(library_answer_json(*a, library.lib->path(), elapsed));
+                    else
+                        print_library_answer(*a, library.lib->path(), elapsed);
+                    return;
+                }
+            looptune::Environment &env = tuner.ready(o);
             const looptune::Environment::Counters before = env.counters();
-            const looptune::GuidedResult r = looptune::guided_search(policy, env, start, o.guided);
+            const looptune::GuidedResult r =
+                looptune::guided_search(*tuner.policy, env, start, o.guided);
             const double elapsed = looptool::seconds_since(t0);
             const double compile_s = env.counters().compile_seconds - before.compile_seconds,
                          measure_s = env.counters().measure_seconds - before.measure_seconds;
+            const std::string filed = file_in_library(library, env, start, r);
             if (o.json) {
-                nlohmann::json j = tune_json(start, r, o, path, env.max_gflops());
+                nlohmann::json j = tune_json(start, r, o, tuner.path, env.max_gflops());
                 j.update({{"seconds", elapsed},
                           {"compile_seconds", compile_s},
                           {"measure_seconds", measure_s},
-                          {"policy_load_seconds", load_s}});
+                          {"policy_load_seconds", tuner.load_s},
+                          {"from_library", false}});
+                if (library.lib) j["library"] = {{"path", library.lib->path()}, {"filed", filed}};
                 results.push_back(j);
                 return;
             }
             print_tune(start, r, o, env.max_gflops(), elapsed, todo.size() == 1);
             print_tune_notes(r, o, elapsed, compile_s, measure_s);
+            if (library.lib) fmt::print("  schedule library {}: {}\n", library.lib->path(), filed);
         },
         [](size_t, const std::string &why) { return "FAILED: " + why; });
     if (o.json)
         print_json(results.size() == 1 ? results[0] : results);
-    else
-        fmt::print("policy {} (loaded in {:.3f} s)\n", path, load_s);
+    else if (tuner.policy)
+        fmt::print("policy {} (loaded in {:.3f} s)\n", tuner.path, tuner.load_s);
     return finish_benchmarks(failed, todo.size());
 }
 

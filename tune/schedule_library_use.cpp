@@ -1,0 +1,53 @@
+#include "tune/schedule_library_use.h"
+
+#include "env/store/measurement_store.h"
+#include "looptool/actions/actions.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
+
+namespace looptune {
+
+std::string library_machine() { return machine_fingerprint(looptool::machine_peak_gflops()); }
+
+std::optional<LibraryAnswer> library_answer(ScheduleLibrary &lib, const std::string &machine,
+                                            const looptool::Program &start) {
+    auto e = lib.find(machine, computation_key(*start.comp));
+    if (!e) return std::nullopt;
+    try {
+        looptool::Program stored = looptool::parse_program(e->program, lib.path());
+        if (computation_key(*stored.comp) != e->computation) return std::nullopt;
+        // The caller's computation (its name) with the stored loops.
+        looptool::Program p{start.comp, stored.tree, stored.cursor};
+        looptool::validate_loop_tree(*p.comp, p.tree);
+        return LibraryAnswer{std::move(*e), std::move(p)};
+    } catch (const looptool::Error &) {
+        return std::nullopt;
+    }
+}
+
+LibraryEntry library_entry(const std::string &machine, const looptool::Program &start,
+                           const GuidedResult &r, bool verified, const std::string &version) {
+    LibraryEntry e;
+    e.machine = machine;
+    e.computation = computation_key(*start.comp);
+    e.name = start.comp->name;
+    describe_shape(*start.comp, e);
+    e.program = looptool::serialize(r.best);
+    e.actions = looptool::action_names(r.actions);
+    e.gflops = r.best_gflops;
+    e.start_gflops = r.base_gflops;
+    e.verified = verified;
+    e.version = version;
+    return e;
+}
+
+Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e) {
+    if (!e.verified) return Filed::NotVerified;
+    const auto old = lib.find(e.machine, e.computation);
+    if (old && old->verified && old->gflops > e.gflops) return Filed::KeptFaster;
+    lib.put(e);
+    return old ? Filed::Replaced : Filed::Added;
+}
+
+}  // namespace looptune

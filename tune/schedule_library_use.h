@@ -1,0 +1,38 @@
+// How `tune` uses the schedule library (env/store/schedule_library.h): a computation tuned
+// before on this machine is answered from it without a search, and each new result is filed
+// there once the reference interpreter has checked it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "env/environment.h"
+#include "env/store/schedule_library.h"
+#include "tune/guided_search.h"
+
+namespace looptune {
+
+/// This machine's key in the library: the measurement store's fingerprint (the stored peak is
+/// read, measured only when none is stored).
+std::string library_machine();
+
+struct LibraryAnswer {
+    LibraryEntry entry;
+    looptool::Program program;  ///< the stored schedule over the caller's computation
+};
+
+/// The library's schedule for `start`'s computation on `machine`, or nullopt when it has none
+/// or its program no longer reads as that computation (a kernel code change can do that).
+std::optional<LibraryAnswer> library_answer(ScheduleLibrary &lib, const std::string &machine,
+                                            const looptool::Program &start);
+
+/// What tune files for `start` after a search; `verified`: the chosen kernel passed
+/// Environment::verify() (file_result() never files one that did not).
+LibraryEntry library_entry(const std::string &machine, const looptool::Program &start,
+                           const GuidedResult &r, bool verified, const std::string &version);
+
+enum class Filed { Added, Replaced, KeptFaster, NotVerified };
+/// Files `e` unless the library holds a faster verified schedule for it, or `e` is unverified.
+Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e);
+
+}  // namespace looptune
