@@ -29,7 +29,8 @@ using Run = std::function<int()>;
     X("train", add_train)             \
     X("tune", add_tune)               \
     X("slurm-train", add_slurm_train) \
-    X("export", add_export)
+    X("export", add_export)           \
+    X("lib", add_lib)
 
 #define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
 LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)

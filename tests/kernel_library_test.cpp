@@ -248,6 +248,12 @@ int main(void) {
         "cc -std=c11 -O2 -I '{0}' '{1}' '{0}/liblooptune_kernels.a' -lm -o '{2}' && '{2}'",
         dir_->path.string(), work / "main.c", work / "prog");
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    // The header is C++ too (extern "C"), against the shared library this time.
+    const std::string cxx = fmt::format(
+        "c++ -x c++ -O2 -I '{0}' '{1}' -x none -L '{0}' -llooptune_kernels -Wl,-rpath,'{0}' -o "
+        "'{2}' && '{2}'",
+        dir_->path.string(), work / "main.c", work / "prog_cxx");
+    EXPECT_EQ(std::system(cxx.c_str()), 0) << cxx;
 }
 
 // What the .so defines for its users: the lt_ functions only (no clash with the program's).
@@ -315,6 +321,48 @@ TEST(KernelLibrary, ErrorsLeaveTheOldLibraryAndNoNewFile) {
         ++files;
     }
     EXPECT_EQ(files, 4);
+}
+
+}  // namespace
+}  // namespace looptune
+
+namespace looptune {
+namespace {
+
+// `looptool lib build` over a store's schedule library: the machine's entries, the block from
+// the library, --json; an empty library (for that machine) and bad options are errors.
+TEST(KernelLibrary, CliBuildsFromAStoreAndRefusesAnEmptyOne) {
+    TempDir dir("kernel_library_cli");
+    {
+        auto library = ScheduleLibrary::open(dir / "s.sqlite");
+        for (LibraryEntry e : test_entries()) library->put(e);
+    }
+    auto r = tests::run_cli(dir,
+                            "lib build --store s.sqlite --out lib --machine test-machine "
+                            "--block 17,33,40 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["kernels"].size(), 4u);
+    EXPECT_EQ(j["block"]["source"], "library");
+    EXPECT_EQ(j["machine"], "test-machine");
+    for (const char *f : {"liblooptune_kernels.so", "liblooptune_kernels.a", "looptune_kernels.h",
+                          "looptune_kernels.json"})
+        EXPECT_TRUE(std::filesystem::exists(dir.path / "lib" / f)) << f;
+    r = tests::run_cli(dir, "lib build --store s.sqlite --out lib2 --machine other-machine");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: lib build: the schedule library of s.sqlite has no kernels for "
+                         "machine other-machine (it has kernels for test-machine)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path / "lib2"));
+    r = tests::run_cli(dir,
+                       "lib build --store s.sqlite --out lib3 --machine test-machine "
+                       "--block 16,32");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: --block: expected M,N,K"), std::string::npos) << r.err;
+    r = tests::run_cli(dir, "lib build --store missing.sqlite --out lib4");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("missing.sqlite"), std::string::npos) << r.err;
 }
 
 }  // namespace
