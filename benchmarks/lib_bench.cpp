@@ -2,8 +2,9 @@
 // conv2d of the machine's schedule library, the .so's lt_sgemm / lt_sconv2d (dlopen, called
 // from C on 64-byte aligned buffers: exactly the shape's tuned kernel behind the dispatch) and
 // the JIT's kernel of the same schedule, side by side in one process. Both are checked against
-// the reference interpreter first; rounds alternate the two (each round: a warm-up, then calls
-// for at least --round-s); figures are medians over every timed call. Target: .so >= 0.97x.
+// the reference interpreter first; then timed in pairs of calls back to back, the order flipping
+// every pair; GFLOPS are medians over the calls, the ratio the median of the pairs' ratios (a
+// core shared with other work slows both calls of a pair alike). Target: .so >= 0.97x.
 //   taskset -c 1 build/benchmarks/lib_bench --store S --lib DIR   (experiments/lib_speed.sh)
 #include <fmt/format.h>
 
@@ -33,45 +34,51 @@ using ConvFn = int (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int
 
 struct Timing {
     double jit_gflops = 0, lib_gflops = 0;
+    double ratio = 0;  ///< median over the pairs of (JIT time / .so time)
 };
 
-/// Seconds of each call of f, `rounds` times alternating with g.
+/// Pairs of calls, one of each side back to back (the order flips every pair), so both see the
+/// same load from the other core; at least `pairs` of them and `seconds` in all, after two
+/// warm-up pairs.
 Timing side_by_side(const Computation &c, const std::function<void()> &jit,
-                    const std::function<void()> &lib, int rounds, double round_s) {
-    std::vector<double> tj, tl;
-    auto time = [&](const std::function<void()> &f, std::vector<double> &out) {
+                    const std::function<void()> &lib, int pairs, double seconds) {
+    std::vector<double> tj, tl, ratios;
+    auto once = [](const std::function<void()> &f) {
+        const auto t0 = std::chrono::steady_clock::now();
         f();
-        const auto start = std::chrono::steady_clock::now();
-        int calls = 0;
-        while (calls < 3 || seconds_since(start) < round_s) {
-            const auto t0 = std::chrono::steady_clock::now();
-            f();
-            out.push_back(seconds_since(t0));
-            ++calls;
-        }
+        return seconds_since(t0);
     };
-    for (int r = 0; r < rounds; ++r) {
-        if (r % 2 == 0)
-            time(jit, tj), time(lib, tl);
+    for (int i = 0; i < 2; ++i) jit(), lib();
+    const auto start = std::chrono::steady_clock::now();
+    for (int p = 0; p < pairs || seconds_since(start) < seconds; ++p) {
+        double j, l;
+        if (p % 2 == 0)
+            j = once(jit), l = once(lib);
         else
-            time(lib, tl), time(jit, tj);
+            l = once(lib), j = once(jit);
+        tj.push_back(j);
+        tl.push_back(l);
+        ratios.push_back(j / l);
     }
-    return {c.flops() / looptune::median(tj) / 1e9, c.flops() / looptune::median(tl) / 1e9};
+    return {c.flops() / looptune::median(tj) / 1e9, c.flops() / looptune::median(tl) / 1e9,
+            looptune::median(ratios)};
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
     CLI::App app{"A kernel library's kernels (lt_sgemm, lt_sconv2d) vs the JIT, same schedules"};
-    std::string store, dir, machine;
-    int rounds = 6;
-    double round_s = 0.02;
+    std::string store, dir, machine, only;
+    int pairs = 21;
+    double seconds = 0.3;
     app.add_option("--store", store, "Store whose schedule library the library was built from")
         ->required();
     app.add_option("--lib", dir, "Directory `lib build --out` wrote")->required();
     app.add_option("--machine", machine, "Machine fingerprint (default: this machine's)");
-    app.add_option("--rounds", rounds, "Alternating rounds")->capture_default_str();
-    app.add_option("--round-s", round_s, "Seconds of calls per side and round")
+    app.add_option("--only", only, "Comma-separated kernel names to time (default: all)");
+    app.add_option("--pairs", pairs, "Timed pairs of calls per kernel, at least")
+        ->capture_default_str();
+    app.add_option("--seconds", seconds, "Seconds of timed pairs per kernel, at least")
         ->capture_default_str();
     CLI11_PARSE(app, argc, argv);
     try {
@@ -88,6 +95,8 @@ int main(int argc, char **argv) {
         int below = 0;
         for (const auto &e : entries) {
             if (e.kind != "matmul" && e.kind != "conv2d") continue;
+            if (!only.empty() && ("," + only + ",").find("," + e.name + ",") == std::string::npos)
+                continue;
             const Program p = parse_program(e.program, e.name);
             const Computation &c = p.computation();
             Buffers b = make_buffers(c, 1);
@@ -115,8 +124,8 @@ int main(int argc, char **argv) {
                     throw Error(
                         fmt::format("{} {}: wrong result: {}", e.name, side, r.first_mismatch));
             }
-            const Timing t = side_by_side(c, call_jit, call_lib, rounds, round_s);
-            const double ratio = t.lib_gflops / t.jit_gflops;
+            const Timing t = side_by_side(c, call_jit, call_lib, pairs, seconds);
+            const double ratio = t.ratio;
             ratios.push_back(ratio);
             below += ratio < 0.97;
             fmt::print("{:<26} {:>9.1f} {:>9.1f} {:>6.3f}x\n", e.name, t.jit_gflops, t.lib_gflops,

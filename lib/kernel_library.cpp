@@ -87,7 +87,7 @@ nlohmann::json entry_json(const LibraryEntry &e, const std::string &function) {
     return {{"name", e.name},       {"function", function}, {"kind", e.kind},
             {"shape", e.shape},     {"gflops", e.gflops},   {"verified", e.verified},
             {"machine", e.machine}, {"actions", e.actions}, {"computation", e.computation},
-            {"version", e.version}};
+            {"version", e.version}, {"program", e.program}};
 }
 
 /// Moves the staged files into `out`; a failed rename removes the ones moved before it.

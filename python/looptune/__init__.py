@@ -15,10 +15,10 @@ import operator
 from . import _core
 from ._core import Error, action_names
 from .spaces import Box, Dict, Discrete, HAVE_GYMNASIUM
-from .kernels import KernelError, KernelLibrary, load_library
+from .kernels import KernelError, KernelLibrary, aligned_empty, load_library
 
 __all__ = ["LoopToolEnv", "Error", "tune", "measure", "export", "action_names", "HAVE_GYMNASIUM",
-           "load_library", "KernelLibrary", "KernelError"]
+           "load_library", "KernelLibrary", "KernelError", "aligned_empty"]
 
 if HAVE_GYMNASIUM:
     import gymnasium as _gym

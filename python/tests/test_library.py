@@ -102,6 +102,13 @@ class LibraryTest(unittest.TestCase):
             t.join()
         self.assertGreater(during, 1000)
 
+    def test_the_torch_example_matches_torch_matmul(self):
+        example = os.path.join(os.path.dirname(__file__), "..", "examples", "torch_kernel.py")
+        p = subprocess.run([sys.executable, example, self.dir], capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("vs torch.matmul (ok)"), 2, p.stdout)
+
     def test_hostile_inputs_never_crash(self):
         # One child runs every case and prints "name: outcome"; a crash ends it early.
         code = HOSTILE.replace("LIBDIR", repr(self.dir))
@@ -119,6 +126,9 @@ class LibraryTest(unittest.TestCase):
             "all 0": "ok", "scalar": "TypeError", "None": "TypeError",
             "conv misaligned": "ok", "conv 3-d": "ValueError", "conv channels": "ValueError",
             "conv kernel too big": "ValueError", "conv 0 images": "ok", "conv float64": "TypeError",
+            "out aligned": "ok", "out misaligned": "ok", "out strided": "ok",
+            "out wrong shape": "ValueError", "out float64": "TypeError", "out read-only": "ValueError",
+            "aligned_empty": "ok",
         }
         self.assertEqual(lines, expected)
 
@@ -204,6 +214,17 @@ case("conv channels", lambda: lib.sconv2d(X, W[:, :2]))
 case("conv kernel too big", lambda: lib.sconv2d(X[:, :, :1], W))
 case("conv 0 images", lambda: lib.sconv2d(X[:0], W), lambda y: close(y, np.zeros((0, 5, 6, 6))))
 case("conv float64", lambda: lib.sconv2d(X.astype(np.float64), W))
+out = looptune.aligned_empty((13, 9))
+case("out aligned", lambda: lib.sgemm(A, B, out=out), lambda c: (close(c), c is out or 1 / 0))
+case("out misaligned", lambda: lib.sgemm(A, B, out=misaligned(np.zeros((13, 9), np.float32), 4)), close)
+case("out strided", lambda: lib.sgemm(A, B, out=np.zeros((13, 18), np.float32)[:, ::2]), close)
+case("out wrong shape", lambda: lib.sgemm(A, B, out=np.zeros((9, 13), np.float32)))
+case("out float64", lambda: lib.sgemm(A, B, out=np.zeros((13, 9))))
+ro_out = np.zeros((13, 9), np.float32); ro_out.setflags(write=False)
+case("out read-only", lambda: lib.sgemm(A, B, out=ro_out))
+def check_aligned(a):
+    assert a.ctypes.data % 64 == 0 and a.shape == (3, 5) and a.dtype == np.float32, a
+case("aligned_empty", lambda: looptune.aligned_empty((3, 5)), check_aligned)
 '''
 
 if __name__ == "__main__":
