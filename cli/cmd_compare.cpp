@@ -27,8 +27,10 @@ void add_options(CLI::App *cmd, Opts &o) {
     o.methods = all;
     cmd->add_option("--dataset", o.c.dataset_dir, "Directory of benchmark files")->required();
     cmd->add_option("--split", o.split, "train, test or all")->capture_default_str();
-    cmd->add_option("--methods", o.methods,
-                    "Comma-separated methods (also: policy, policy-greedy, policy-full)")
+    cmd->add_option(
+           "--methods", o.methods,
+           "Comma-separated methods (also: policy, policy-greedy, policy-full, and the ablations "
+           "policy-noseeds, seeds)")
         ->capture_default_str();
     cmd->add_option("--against", o.c.against,
                     "The reference of the beat/tied/lost counts, one of --methods (default: "
@@ -80,9 +82,11 @@ void add_options(CLI::App *cmd, Opts &o) {
 
 // `policy` is `tune`'s default (the guided search, its own 0.5 s budget, not --budget-s);
 // `policy-greedy` is `tune --greedy`; `policy-full` is `tune --full-measurements` (every state
-// measured with the environment's full protocol). The policy file is loaded when one of them
-// is compared; it rolls out in the environment it was trained for (its step limit and loop
-// count, as in `tune`), and a policy of another action space than --space is refused.
+// measured with the environment's full protocol). The ablations: `policy-noseeds` is the guided
+// search without the seed rules (the policy's rollouts and branches only), `seeds` the seed
+// rules alone (the fastest seed, measured in the policy's environment). The policy file is loaded
+// when one of them is compared; it rolls out in the environment it was trained for (its step limit
+// and loop count, as in `tune`), and a policy of another action space than --space is refused.
 void add_policy_methods(Opts &o) {
     auto policy = std::make_shared<std::optional<looptune::Policy>>();
     auto load = [policy, path = o.policy]() -> const looptune::Policy & {
@@ -91,12 +95,16 @@ void add_policy_methods(Opts &o) {
                 looptune::Policy::load(path.empty() ? looptune::default_policy_path() : path));
         return **policy;
     };
-    for (const char *name : {"policy", "policy-greedy", "policy-full"}) {
+    for (const char *name : {"policy", "policy-greedy", "policy-full", "policy-noseeds", "seeds"}) {
         auto run = [load, name = std::string(name)](looptune::Environment &env,
                                                     const Program &start) {
+            if (name == "seeds")
+                return looptune::best_seed_actions(
+                    env, start, looptune::guided_step_limit(*start.comp, load().info().max_steps));
             looptune::GuidedConfig g;
             g.greedy = name == "policy-greedy";
             g.bounded_measurements = name != "policy-full";
+            g.tile_seeds = name != "policy-noseeds";
             return looptune::guided_search(load(), env, start, g).actions;
         };
         o.c.extra_methods[name] = {run,

@@ -8,6 +8,7 @@
 #include "looptool/gen/generate.h"
 #include "looptool/gen/random_shapes.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/traffic.h"
 
 namespace looptool::cli {
 
@@ -40,8 +41,9 @@ Run add_generate(CLI::App &app) {
         ->check(unsigned_int());
     cmd->add_option("--max-macs", o->random.max_macs, "--random: at most this many m*n*k")
         ->capture_default_str();
+    o->random.l2_bytes = looptool::private_cache_bytes();
     cmd->add_option("--l2-bytes", o->random.l2_bytes,
-                    "--random: the L2 size that large shapes exceed")
+                    "--random: the L2 size that large shapes exceed (default: this core's)")
         ->capture_default_str();
     cmd->add_option("--out", o->out, "Output directory")->required();
     cmd->add_flag("--json", o->json, "Machine-readable output");

@@ -11,6 +11,7 @@
 #include "cli/each_benchmark.h"
 #include "cli/validators.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 
 namespace looptool::cli {
@@ -98,7 +99,7 @@ std::vector<std::string> search_benchmarks(const SearchOptions &o) {
 /// collects the result.
 void search_one(looptune::Environment &env, const SearchOptions &o,
                 const std::vector<std::string> &benches, size_t i, nlohmann::json &results) {
-    Program start = Program::naive(load_program_file(benches[i]).comp);
+    Program start = tuning_start(load_program_file(benches[i]));
     env.reset(start);
     looptune::SearchResult r = looptune::run_search(o.algo, env, start, o.search);
     Comparison cmp = env.verify(r.best);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <optional>
 
@@ -10,6 +9,7 @@
 #include "cli/each_benchmark.h"
 #include "cli/validators.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
@@ -57,7 +57,7 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &convs) {
     std::vector<Target> out;
     for (const std::string &b : benches)
-        out.push_back({b, [b] { return Program::naive(load_program_file(b).comp); }});
+        out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
     for (const std::string &s : matmuls) {
         const auto d = shape_numbers("--matmul", s, 3);
         out.push_back({s, [d] {
@@ -304,16 +304,8 @@ struct Library {
     std::unique_ptr<looptune::ScheduleLibrary> lib;
     std::string machine;
 
-    explicit Library(const TuneOptions &o) {
-        const std::string path =
-            !o.library.empty() ? o.library : looptune::ScheduleLibrary::default_path(o.store);
-        if (path.empty() || path == "off") return;
-        // The cache folder may not exist yet; any other problem is open()'s to name.
-        std::error_code ec;
-        if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
-            std::filesystem::create_directories(dir, ec);
-        lib = looptune::ScheduleLibrary::open(path);
-        machine = looptune::library_machine();
+    explicit Library(const TuneOptions &o) : lib(looptune::open_tune_library(o.library, o.store)) {
+        if (lib) machine = looptune::library_machine();
     }
 };
 
@@ -346,28 +338,6 @@ nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::
             {"program", serialize(a.program)}};
 }
 
-const char *filed_name(looptune::Filed f) {
-    switch (f) {
-        case looptune::Filed::Added: return "added";
-        case looptune::Filed::Replaced: return "replaced";
-        case looptune::Filed::KeptFaster: return "kept the library's faster schedule";
-        case looptune::Filed::NotVerified:
-            return "not filed: the chosen kernel failed verification";
-    }
-    return "";
-}
-
-/// Files r in the library once the chosen kernel passes the reference check.
-std::string file_in_library(Library &l, looptune::Environment &env, const Program &start,
-                            const looptune::GuidedResult &r) {
-    if (!l.lib) return "";
-    const looptool::Comparison c = env.verify(r.best);
-    const looptune::Filed f = looptune::file_result(
-        *l.lib, looptune::library_entry(l.machine, start, r, c.ok, LOOPTUNE_VERSION));
-    return f == looptune::Filed::NotVerified ? fmt::format("{} ({})", filed_name(f), c.failures(1))
-                                             : filed_name(f);
-}
-
 int run_tune(const TuneOptions &o) {
     const std::vector<Target> todo = targets(o.benches, o.matmuls, o.convs);
     Library library(o);
@@ -396,7 +366,10 @@ int run_tune(const TuneOptions &o) {
             const double elapsed = looptool::seconds_since(t0);
             const double compile_s = env.counters().compile_seconds - before.compile_seconds,
                          measure_s = env.counters().measure_seconds - before.measure_seconds;
-            const std::string filed = file_in_library(library, env, start, r);
+            const std::string filed =
+                library.lib ? looptune::verify_and_file(*library.lib, library.machine, env, start,
+                                                        r, LOOPTUNE_VERSION)
+                            : "";
             if (o.json) {
                 nlohmann::json j = tune_json(start, r, o, tuner.path, env.max_gflops());
                 j.update({{"seconds", elapsed},

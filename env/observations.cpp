@@ -1,4 +1,5 @@
 #include "env/observations.h"
+#include "env/observation_bounds.h"
 
 #include <algorithm>
 #include <cmath>
@@ -101,6 +102,14 @@ Observation loops_tensor(const Program &p, int max_loops) {
         }
     }
     return o;
+}
+
+std::vector<float> loops_tensor_high() {
+    // A loop's size and tail are at most kMaxExtent (with the features' own rounding); the other
+    // columns are flags and shares of a histogram.
+    std::vector<float> high(kLoopFeatures, 1.0f);
+    high[1] = high[2] = float(std::log2(double(kMaxExtent) + 1));
+    return high;
 }
 
 Observation stride_tensor(const Program &p) {

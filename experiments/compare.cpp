@@ -17,6 +17,7 @@
 #include "experiments/compare_rows.h"
 #include "experiments/plot.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 #include "search/search.h"
@@ -223,7 +224,7 @@ void CompareRun::benchmark(const std::string &file) {
     Program naive;
     std::string load_error;
     try {
-        naive = Program::naive(load_program_file(file).comp);
+        naive = looptool::tuning_start(load_program_file(file));
     } catch (const std::exception &e) {
         load_error = e.what();
     }

@@ -275,13 +275,15 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
 std::string format_summary_table(const std::vector<MethodSummary> &sums, const std::string &out_dir,
                                  bool plots) {
     const std::string against = sums.empty() ? "" : sums[0].against;
+    size_t w = 10;  // the method column fits the longest name
+    for (const auto &m : sums) w = std::max(w, m.method.size());
     std::string s =
-        fmt::format("{:<10} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}{}\n", "method", "n",
-                    "failed", "mean GF", "geomean GF", "speedup", "vs BLAS", "vs oneDNN", "mean s",
-                    against.empty() ? "" : fmt::format(" {:>14}", "beat/tied/lost"));
+        fmt::format("{:<{}} {:>5} {:>6} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9}{}\n", "method", w,
+                    "n", "failed", "mean GF", "geomean GF", "speedup", "vs BLAS", "vs oneDNN",
+                    "mean s", against.empty() ? "" : fmt::format(" {:>14}", "beat/tied/lost"));
     for (const auto &m : sums)
-        s += fmt::format("{:<10} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>9} {:>9} {:>9} {:>9.2f}{}\n",
-                         m.method, m.benchmarks, m.failed, m.mean_gflops, m.geomean_gflops,
+        s += fmt::format("{:<{}} {:>5} {:>6} {:>10.1f} {:>10.1f} {:>9} {:>9} {:>9} {:>9.2f}{}\n",
+                         m.method, w, m.benchmarks, m.failed, m.mean_gflops, m.geomean_gflops,
                          ratio(m.geomean_speedup), ratio(m.geomean_vs_openblas),
                          ratio(m.geomean_vs_onednn), m.mean_seconds,
                          against.empty() ? "" : fmt::format(" {:>14}", counts(m)));

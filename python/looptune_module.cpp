@@ -8,20 +8,23 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <optional>
-#include <random>
 
 #include "env/dataset.h"
 #include "env/environment.h"
 #include "env/graph_observation.h"
+#include "env/observation_bounds.h"
 #include "env/observations.h"
 #include "env/schedule_match.h"
 #include "looptool/actions/actions.h"
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
+#include "python/tune_binding.h"
 #include "tune/guided_search.h"
 
 namespace py = pybind11;
@@ -36,9 +39,10 @@ py::array_t<float> to_numpy(const looptune::Observation &o) {
     return a;
 }
 
-py::array_t<bool> to_numpy(const std::vector<bool> &mask) {
-    py::array_t<bool> a(py::ssize_t(mask.size()));
-    bool *d = a.mutable_data();
+/// int8, as Gymnasium's Discrete.sample(mask=) wants it.
+py::array_t<int8_t> to_numpy(const std::vector<bool> &mask) {
+    py::array_t<int8_t> a(py::ssize_t(mask.size()));
+    int8_t *d = a.mutable_data();
     for (size_t i = 0; i < mask.size(); ++i) d[i] = mask[i];
     return a;
 }
@@ -58,63 +62,69 @@ Program schedule_of(const std::string &benchmark, const std::optional<std::strin
     return p;
 }
 
-py::dict result_dict(const looptune::GuidedResult &r) {
-    const std::vector<std::string> best = action_names(r.actions),
-                                   seed = action_names(r.best_seed_actions),
-                                   greedy = action_names(r.greedy.actions);
-    py::dict d;
-    d["program"] = serialize(r.best);
-    d["gflops"] = r.best_gflops;
-    d["base_gflops"] = r.base_gflops;
-    d["speedup"] = r.base_gflops > 0 ? r.best_gflops / r.base_gflops : 0.0;
-    d["best_actions"] = best;
-    d["found_by"] = r.found_by;
-    d["best_seed"] = r.best_seed;
-    d["best_seed_gflops"] = r.best_seed_gflops;
-    d["best_seed_actions"] = seed;
-    py::list seeds;
-    for (const auto &[name, gflops] : r.seed_gflops) seeds.append(py::make_tuple(name, gflops));
-    d["seeds"] = seeds;
-    d["greedy_gflops"] = r.greedy.best_gflops;
-    d["greedy_actions"] = greedy;
-    d["greedy_step_gflops"] = r.greedy.step_gflops;
-    d["rollouts"] = r.rollouts;
-    d["schedules"] = r.schedules;
-    d["max_steps"] = r.max_steps;
-    d["seconds"] = r.seconds;
-    d["call_seconds"] = r.call_seconds;
-    d["slice_images"] = r.slice_images;
-    d["batch"] = r.batch;
-    d["band_rows"] = r.band_rows;
-    d["rows"] = r.rows;
-    d["prefix_measurements"] = r.prefix_measurements;
-    return d;
+}  // namespace
+
+Program tune_start(const std::optional<std::string> &benchmark,
+                   const std::optional<std::vector<int64_t>> &matmul,
+                   const std::optional<std::vector<int64_t>> &conv, const char *who) {
+    if (int(benchmark.has_value()) + int(matmul.has_value()) + int(conv.has_value()) != 1)
+        throw Error(fmt::format(
+            "{}: give exactly one of benchmark, matmul=(M, N, K) or conv=(N, CI, H, W, CO, KH, "
+            "KW)",
+            who));
+    if (benchmark) return looptool::tuning_start(load_program_file(*benchmark));
+    const std::vector<int64_t> &d = matmul ? *matmul : *conv;
+    if (d.size() != (matmul ? 3u : 7u))
+        throw Error(fmt::format("{}: {} takes {} extents, not {}", who, matmul ? "matmul" : "conv",
+                                matmul ? 3 : 7, d.size()));
+    for (int64_t v : d)
+        if (v < 1 || v > looptool::kMaxExtent)
+            throw Error(
+                fmt::format("{}: extent {} is not in [1, {}]", who, v, looptool::kMaxExtent));
+    return Program::naive(std::make_shared<const looptool::Computation>(
+        matmul ? looptool::make_matmul(d[0], d[1], d[2])
+               : looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
 }
 
-/// The environment core: one Environment plus the benchmarks an episode is drawn from.
+namespace {
+
+/// How an episode ends; step() refuses to go on until reset().
+enum class Ended { No, Terminated, Truncated };
+
+/// The environment core: one Environment plus the benchmarks an episode is drawn from (the
+/// Python side draws, with the env's np_random).
 class Core {
 public:
+    struct Options {
+        std::string illegal_action = "raise";  ///< or "penalty"
+        double penalty = -1.0;
+        bool graph = false;
+    };
+
     Core(std::optional<std::string> benchmark, std::optional<std::string> dataset,
-         const std::string &split, const std::string &action_space, int max_steps,
-         std::optional<std::string> store, int max_loops, bool verify, bool measure, bool graph)
-        : graph_(graph) {
-        if (benchmark.has_value() == dataset.has_value())
-            throw Error("give exactly one of benchmark= or dataset=");
+         const std::string &split, std::optional<std::vector<int64_t>> matmul,
+         std::optional<std::vector<int64_t>> conv, const looptune::EnvConfig &cfg, Options options)
+        : options_(std::move(options)) {
+        if (options_.illegal_action != "raise" && options_.illegal_action != "penalty")
+            throw Error(fmt::format("illegal_action must be \"raise\" or \"penalty\", not \"{}\"",
+                                    options_.illegal_action));
+        if (!(options_.penalty < 0) || !std::isfinite(options_.penalty))
+            throw Error(fmt::format("illegal_penalty must be a finite negative reward, not {}",
+                                    options_.penalty));
+        if (int(benchmark.has_value()) + int(dataset.has_value()) + int(matmul.has_value()) +
+                int(conv.has_value()) !=
+            1)
+            throw Error("give exactly one of benchmark=, dataset=, matmul= or conv=");
         if (benchmark) {
             load_program_file(*benchmark);  // a bad file fails here, not at reset()
             files_ = {*benchmark};
-        } else {
+        } else if (dataset) {
             files_ = looptune::Dataset::load(*dataset).files(looptune::parse_split(split));
             if (files_.empty())
                 throw Error(fmt::format("{}: the {} split is empty", *dataset, split));
+        } else {
+            start_ = tune_start(std::nullopt, matmul, conv, "LoopToolEnv");
         }
-        looptune::EnvConfig cfg;
-        cfg.action_space = action_space;
-        cfg.max_steps = max_steps;
-        cfg.max_loops = max_loops;
-        cfg.store_path = store.value_or("");
-        cfg.verify = verify;
-        cfg.measure_enabled = measure;
         py::gil_scoped_release release;
         env_ = std::make_unique<Environment>(cfg);
     }
@@ -136,38 +146,68 @@ public:
         std::unique_lock<std::mutex> lock_;
     };
 
-    py::tuple reset(std::optional<uint64_t> seed, std::optional<std::string> benchmark) {
+    /// `benchmark`: the file to start from (one of files_ unless given by the caller); none for
+    /// a computation given by its shape.
+    py::tuple reset(std::optional<std::string> benchmark) {
         Use use(*this, false);
-        if (seed) rng_.seed(*seed);
-        std::string path = benchmark.value_or("");
-        if (path.empty())
-            path = files_[std::uniform_int_distribution<size_t>(0, files_.size() - 1)(rng_)];
+        if (!benchmark && !start_) throw Error("reset(): no benchmark to start from");
         {
             py::gil_scoped_release release;
-            env_->reset(path);
+            if (benchmark)
+                env_->reset(*benchmark);
+            else
+                env_->reset(*start_);
         }
         started_ = true;
+        steps_ = 0;
+        ended_ = Ended::No;
         py::dict info = info_dict(env_->action_mask(), nullptr);
-        info["benchmark"] = path;
+        info["benchmark"] = benchmark ? *benchmark : env_->program().comp->name;
         return py::make_tuple(observation_locked(), info);
     }
 
     py::tuple step(int action) {
         Use use(*this, true);
-        if (env_->steps_taken() >= env_->config().max_steps)
-            throw Error(fmt::format(
-                "the episode was truncated after max_steps={} steps; call reset() for a new one",
-                env_->config().max_steps));
+        switch (ended_) {
+            case Ended::No: break;
+            case Ended::Terminated:
+                throw Error(
+                    "the episode has terminated (no action is legal); call reset() for a new one");
+            case Ended::Truncated:
+                throw Error(
+                    fmt::format("the episode was truncated after max_steps={} steps; call reset() "
+                                "for a new one",
+                                env_->config().max_steps));
+        }
+        const auto &actions = env_->action_space().actions;
+        if (options_.illegal_action == "penalty" && action >= 0 && size_t(action) < actions.size())
+            if (const char *why = why_illegal(env_->program(), actions[size_t(action)]))
+                return finish_step(options_.penalty, nullptr, why);
         looptune::StepResult r;
         {
             py::gil_scoped_release release;
-            r = env_->step_index(action);
+            r = env_->step_index(action);  // throws for an illegal action or a bad index
         }
+        return finish_step(r.reward, &r.info, nullptr);
+    }
+
+    /// The step's result; `illegal`: why the action was refused (the state is unchanged).
+    py::tuple finish_step(double reward, const looptune::StepInfo *s, const char *illegal) {
+        ++steps_;  // refused actions count too: an agent repeating one still reaches max_steps
         const std::vector<bool> mask = env_->action_mask();
         // Truncated at the step limit; terminated when no action is legal any more.
         const bool terminated = std::find(mask.begin(), mask.end(), true) == mask.end();
-        return py::make_tuple(observation_locked(), r.reward, terminated, r.done,
-                              info_dict(mask, &r.info));
+        const bool truncated = !terminated && steps_ >= env_->config().max_steps;
+        ended_ = terminated ? Ended::Terminated : truncated ? Ended::Truncated : Ended::No;
+        py::dict info = info_dict(mask, s);
+        info["illegal_action"] = illegal != nullptr;
+        if (illegal) info["illegal_reason"] = std::string(illegal);
+        return py::make_tuple(observation_locked(), reward, terminated, truncated, info);
+    }
+
+    py::array_t<int8_t> action_mask() {
+        Use use(*this, true);
+        return to_numpy(env_->action_mask());
     }
 
     py::dict observation() {
@@ -187,7 +227,7 @@ public:
         obs["loops_tensor"] = to_numpy(env_->observe("loops_tensor"));
         obs["stride_tensor"] = to_numpy(env_->observe("stride_tensor"));
         obs["prev_actions_tensor"] = to_numpy(env_->observe("prev_actions_tensor"));
-        if (graph_) {
+        if (options_.graph) {
             const looptune::DenseGraph g =
                 looptune::to_dense(looptune::loop_tree_graph(env_->program()));
             py::array_t<float> nodes(
@@ -209,7 +249,7 @@ public:
         py::dict info;
         info["action_mask"] = to_numpy(mask);
         info["gflops"] = env_->gflops();
-        info["step"] = env_->steps_taken();
+        info["step"] = steps_;
         if (s) {
             info["measured"] = s->measured;
             info["from_cache"] = s->from_cache;
@@ -226,15 +266,17 @@ public:
     const looptune::EnvConfig &config() const { return env_->config(); }
     double max_gflops() const { return env_->max_gflops(); }
     const std::vector<std::string> &files() const { return files_; }
-    bool graph() const { return graph_; }
+    bool graph() const { return options_.graph; }
 
 private:
+    Options options_;
     std::mutex mu_;
     bool started_ = false;
+    int steps_ = 0;  ///< actions taken this episode, refused ones included
+    Ended ended_ = Ended::No;
     std::unique_ptr<Environment> env_;
     std::vector<std::string> files_;
-    std::mt19937_64 rng_{0};
-    bool graph_ = false;
+    std::optional<Program> start_;  ///< a computation given by its shape
 };
 
 }  // namespace
@@ -243,15 +285,31 @@ namespace {
 
 void bind_core(py::module_ &m) {
     py::class_<Core>(m, "Core")
-        .def(
-            py::init<std::optional<std::string>, std::optional<std::string>, const std::string &,
-                     const std::string &, int, std::optional<std::string>, int, bool, bool, bool>(),
-            py::arg("benchmark"), py::arg("dataset"), py::arg("split"), py::arg("action_space"),
-            py::arg("max_steps"), py::arg("store"), py::arg("max_loops"), py::arg("verify"),
-            py::arg("measure"), py::arg("graph"))
-        .def("reset", &Core::reset, py::arg("seed"), py::arg("benchmark"))
+        .def(py::init([](std::optional<std::string> benchmark, std::optional<std::string> dataset,
+                         const std::string &split, std::optional<std::vector<int64_t>> matmul,
+                         std::optional<std::vector<int64_t>> conv, const std::string &action_space,
+                         int max_steps, std::optional<std::string> store, int max_loops,
+                         bool verify, bool measure, bool graph, const std::string &illegal_action,
+                         double illegal_penalty) {
+                 looptune::EnvConfig cfg;
+                 cfg.action_space = action_space;
+                 cfg.max_steps = max_steps;
+                 cfg.max_loops = max_loops;
+                 cfg.store_path = store.value_or("");
+                 cfg.verify = verify;
+                 cfg.measure_enabled = measure;
+                 return std::make_unique<Core>(
+                     benchmark, dataset, split, matmul, conv, cfg,
+                     Core::Options{illegal_action, illegal_penalty, graph});
+             }),
+             py::arg("benchmark"), py::arg("dataset"), py::arg("split"), py::arg("matmul"),
+             py::arg("conv"), py::arg("action_space"), py::arg("max_steps"), py::arg("store"),
+             py::arg("max_loops"), py::arg("verify"), py::arg("measure"), py::arg("graph"),
+             py::arg("illegal_action"), py::arg("illegal_penalty"))
+        .def("reset", &Core::reset, py::arg("benchmark"))
         .def("step", &Core::step, py::arg("action"))
         .def("observation", &Core::observation)
+        .def("action_mask", &Core::action_mask)
         .def("action_names", &Core::action_names)
         .def("benchmarks", &Core::files)
         // Fixed at construction: read without taking the environment.
@@ -281,49 +339,6 @@ void bind_core(py::module_ &m) {
                 return py::make_tuple(r.ok, r.max_error_ratio);
             },
             py::arg("tolerance") = 1.0);
-}
-
-/// The computation to tune: a benchmark file, or a matmul (M, N, K) or conv2d
-/// (N, CI, H, W, CO, KH, KW) by its shape.
-Program tune_start(const std::optional<std::string> &benchmark,
-                   const std::optional<std::vector<int64_t>> &matmul,
-                   const std::optional<std::vector<int64_t>> &conv) {
-    if (int(benchmark.has_value()) + int(matmul.has_value()) + int(conv.has_value()) != 1)
-        throw Error(
-            "tune: give exactly one of benchmark, matmul=(M, N, K) or conv=(N, CI, H, W, "
-            "CO, KH, KW)");
-    if (benchmark) return Program::naive(load_program_file(*benchmark).comp);
-    const std::vector<int64_t> &d = matmul ? *matmul : *conv;
-    if (d.size() != (matmul ? 3u : 7u))
-        throw Error(fmt::format("tune: {} takes {} extents, not {}", matmul ? "matmul" : "conv",
-                                matmul ? 3 : 7, d.size()));
-    for (int64_t v : d)
-        if (v < 1 || v > looptool::kMaxExtent)
-            throw Error(fmt::format("tune: extent {} is not in [1, {}]", v, looptool::kMaxExtent));
-    return Program::naive(std::make_shared<const looptool::Computation>(
-        matmul ? looptool::make_matmul(d[0], d[1], d[2])
-               : looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
-}
-
-py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std::string> policy,
-                 std::optional<std::string> store, double budget_s, bool greedy,
-                 const std::optional<std::vector<int64_t>> &matmul,
-                 const std::optional<std::vector<int64_t>> &conv) {
-    const Program start = tune_start(benchmark, matmul, conv);
-    py::gil_scoped_release release;
-    const std::string path = policy.value_or(looptune::default_policy_path());
-    looptune::Policy pol = looptune::Policy::load(path);
-    looptune::EnvConfig base;
-    base.store_path = store.value_or("");
-    Environment env(pol.env_config(base));
-    looptune::GuidedConfig g;
-    g.budget_s = budget_s;
-    g.greedy = greedy;
-    looptune::GuidedResult r = looptune::guided_search(pol, env, start, g);
-    py::gil_scoped_acquire acquire;
-    py::dict d = result_dict(r);
-    d["policy"] = path;
-    return d;
 }
 
 py::dict py_measure(const std::string &benchmark, std::optional<std::string> actions,
@@ -386,11 +401,10 @@ PYBIND11_MODULE(_core, m) {
     m.attr("STRIDE_BUCKETS") = looptune::kStrideBuckets;
     m.attr("PREV_ACTIONS") = looptune::kPrevActions;
     m.attr("GRAPH_VERTEX_FEATURES") = looptune::kGraphVertexFeatures;
+    m.attr("LOOP_FEATURE_HIGH") = looptune::loops_tensor_high();
 
     bind_core(m);
-    m.def("tune", &py_tune, py::arg("benchmark") = py::none(), py::arg("policy") = py::none(),
-          py::arg("store") = py::none(), py::arg("budget_s") = looptune::GuidedConfig{}.budget_s,
-          py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none());
+    bind_tune(m);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
           py::arg("schedule") = py::none(), py::arg("verify") = true);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/traffic.h"
 
 namespace looptune {
 
@@ -194,15 +196,15 @@ const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
 const std::vector<ConvSeedRule> &conv_seed_rules() { return kConvRules; }
 
 std::optional<MatmulShape> matmul_shape(const looptool::Computation &c) {
-    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
-    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2) return std::nullopt;
-    return MatmulShape{c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
-                       c.vars[size_t(K)].extent};
+    const auto r = looptool::generated_matmul(c);
+    if (!r) return std::nullopt;
+    return MatmulShape{c.vars[size_t(r->m)].extent, c.vars[size_t(r->n)].extent,
+                       c.vars[size_t(r->k)].extent};
 }
 
 bool band_hides_row_sweeps(const ConvShape &whole) {
-    // Half of a 1 MiB L2 cache, the rest for the weights and the outputs.
-    return whole.ci * whole.ho * whole.wo * 4 > (int64_t(1) << 19);
+    // Half of this core's L2, the rest for the weights and the outputs.
+    return whole.ci * whole.ho * whole.wo * 4 > looptool::private_cache_bytes() / 2;
 }
 
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
@@ -211,6 +213,22 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         return applicable(c, conv_seeds(c, *cs, row_band), limit, space);
     if (const auto s = matmul_shape(c)) return applicable(c, matmul_seeds(c, *s), limit, space);
     return {};
+}
+
+std::vector<looptool::Action> best_seed_actions(Environment &env, const looptool::Program &start,
+                                                int limit) {
+    std::vector<looptool::Action> best;
+    env.reset(start);  // the benchmark's buffers
+    double best_gflops = env.evaluate(start);
+    for (const TuneSeed &s : tune_seeds(*start.comp, limit, env.action_space())) {
+        looptool::Program p = start;
+        for (looptool::Action a : s.actions) p = looptool::apply(p, a);
+        if (const double g = env.evaluate(p); g > best_gflops) {
+            best_gflops = g;
+            best = s.actions;
+        }
+    }
+    return best;
 }
 
 }  // namespace looptune

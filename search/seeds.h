@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "env/environment.h"
 #include "looptool/actions/actions.h"
 #include "search/tile_schedules.h"
 
@@ -56,5 +57,11 @@ bool band_hides_row_sweeps(const ConvShape &whole);
 /// output channels: a band cannot show what that costs.
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band = false);
+
+/// The seed rules alone (compare's `seeds` ablation): every seed of tune_seeds() on the naive
+/// nest `start`, measured in `env` (reset to `start`); the fastest one's actions, or none when the
+/// naive nest is faster or no rule applies.
+std::vector<looptool::Action> best_seed_actions(Environment &env, const looptool::Program &start,
+                                                int limit);
 
 }  // namespace looptune

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "search/search.h"
 
@@ -81,9 +82,9 @@ private:
 }  // namespace
 
 std::vector<Action> tile_actions(const looptool::Computation &c, const TileSchedule &s) {
-    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
-    if (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2)
-        throw looptool::Error(fmt::format("{} is not a matmul from make_matmul", c.name));
+    const auto roles = looptool::generated_matmul(c);
+    if (!roles) throw looptool::Error(fmt::format("{} is not a matmul in generate's form", c.name));
+    const int M = roles->m, N = roles->n, K = roles->k;
     const int64_t em = c.vars[size_t(M)].extent, en = c.vars[size_t(N)].extent,
                   ek = c.vars[size_t(K)].extent;
     Builder b(c);
@@ -451,11 +452,10 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
                            const SearchConfig &config) {
     SearchState state(env, start, config);
     const looptool::Computation &c = *start.comp;
-    const int M = c.var_index("m"), N = c.var_index("n"), K = c.var_index("k");
     const auto conv = conv_vars(c);
-    if (!conv && (M < 0 || N < 0 || K < 0 || c.stmts.size() != 2))
-        throw looptool::Error(fmt::format(
-            "the tile search needs a matmul (m, n, k) or a conv2d; {} is neither", c.name));
+    if (!conv && !looptool::generated_matmul(c))
+        throw looptool::Error(
+            fmt::format("the tile search needs a matmul or a conv2d; {} is neither", c.name));
     // The family is written from the naive nest; from any other start its sequences mean
     // something else.
     if (looptool::schedule_key(start) !=
@@ -470,9 +470,10 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
         for (const ConvTileSchedule &s : conv_schedule_family(cs.co, cs.wo, cs.hw, layout))
             family.push_back([&c, s] { return conv_tile_actions(c, s); });
     } else {
+        const auto r = *looptool::generated_matmul(c);
         for (const TileSchedule &s :
-             schedule_family(c.vars[size_t(M)].extent, c.vars[size_t(N)].extent,
-                             c.vars[size_t(K)].extent, layout))
+             schedule_family(c.vars[size_t(r.m)].extent, c.vars[size_t(r.n)].extent,
+                             c.vars[size_t(r.k)].extent, layout))
             family.push_back([&c, s] { return tile_actions(c, s); });
     }
     for (const auto &make : family) {

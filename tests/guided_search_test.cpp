@@ -3,6 +3,7 @@
 // same run, it stops near its budget, and bad options are refused. How well it tunes is in
 // docs/decisions.md, measured; not here.
 #include "tune/guided_search.h"
+#include "looptool/measure/traffic.h"
 
 #include <gtest/gtest.h>
 
@@ -411,12 +412,16 @@ TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
     c.budget_s = 0.5;
     const GuidedResult r = guided_search(shipped_policy(), env, start, c);
     EXPECT_FALSE(r.base_cut_short);
+    // Not the upper bound a cut measurement gives: below 1.5x the fastest of three fresh full
+    // measurements (another process loading the machine moves single figures by more, and
+    // only slows them down).
     env.reset_measure_options();
-    const double full = env.measure_again(start);
-    EXPECT_GT(r.base_gflops, full / 1.5);
-    EXPECT_LT(r.base_gflops, full * 1.5);
+    double hi = 0;
+    for (int i = 0; i < 3; ++i) hi = std::max(hi, env.measure_again(start));
+    EXPECT_LT(r.base_gflops, hi * 1.5);
     EXPECT_GE(r.best_gflops, r.base_gflops);
     // The best seed judged beside the chosen kernel in alternating rounds, unless it is it.
+    EXPECT_FALSE(r.best_seed.empty()) << r.found_by;
     if (!r.same_as_seed) {
         EXPECT_EQ(r.seed_rounds.size(), size_t(kJudgeRounds));
         EXPECT_EQ(r.best_rounds.size(), size_t(kJudgeRounds));
@@ -468,13 +473,39 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = tests::run_cli(dir,
                        "compare --dataset data --split all --methods policy,policy-greedy,"
-                       "policy-full "
+                       "policy-full,policy-noseeds,seeds "
                        "--steps 16 --out cmp --no-plots");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string csv = tests::slurp(dir.path / "cmp/results.csv");
     EXPECT_NE(csv.find("mm24_40_16,policy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-greedy,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("mm24_40_16,policy-full,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("mm24_40_16,policy-noseeds,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("mm24_40_16,seeds,"), std::string::npos) << csv;
+}
+
+// The ablations: the seed rules alone give the fastest seed's actions (a verified schedule
+// no slower than the naive nest); without them the guided search still tunes.
+TEST(GuidedSearch, TheAblationsRunTheSeedRulesAloneAndTheSearchWithoutThem) {
+    Environment env = policy_env();
+    const Program start = tests::matmul_program(48, 64, 32);
+    const auto seed = best_seed_actions(env, start, kSeedSteps);
+    ASSERT_FALSE(seed.empty());
+    Program p = start;
+    for (Action a : seed) p = apply(p, a);
+    EXPECT_TRUE(env.verify(p).ok);
+    EXPECT_GE(env.evaluate(p), env.evaluate(start));
+    bool is_a_seed = false;
+    for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, env.action_space()))
+        is_a_seed |= s.actions == seed;
+    EXPECT_TRUE(is_a_seed);
+    GuidedConfig c;
+    c.tile_seeds = false;
+    c.budget_s = 0.2;
+    const GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    EXPECT_TRUE(r.seed_gflops.empty());
+    EXPECT_TRUE(r.best_seed.empty());
+    expect_replays_and_verifies(env, start, r);
 }
 
 // A row of 15-28 columns is one channel-vectorized tile (16 output channels, the whole row
@@ -491,9 +522,13 @@ TEST(GuidedSearch, ARowOfUpTo28ColumnsIsOneChannelVectorizedTile) {
 
 // Only an image whose input outgrows half the L2 cache makes a band hide the row sweeps.
 TEST(GuidedSearch, ABandHidesRowSweepsOnlyOverImagesLargerThanHalfTheL2) {
-    EXPECT_FALSE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, 31, 31, 192, 5, 5))));
+    // 64 channels of w x w outputs: 256 w^2 bytes against half of this core's L2.
+    const int64_t half = looptool::private_cache_bytes() / 2;
+    int64_t w = 1;
+    while (256 * (w + 1) * (w + 1) <= half) ++w;
+    EXPECT_FALSE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, w + 2, w + 2, 64, 3, 3))));
+    EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, w + 3, w + 3, 64, 3, 3))));
     EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(2, 32, 258, 258, 64, 3, 3))));
-    EXPECT_TRUE(band_hides_row_sweeps(*conv_shape(make_conv2d(1, 64, 58, 58, 64, 3, 3))));
 }
 
 // From k = 1024 the 16x16 tile and 4x64 with k blocks of 128 inside column panels are seeds

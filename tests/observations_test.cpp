@@ -1,4 +1,5 @@
 #include "env/observations.h"
+#include "env/observation_bounds.h"
 
 #include <gtest/gtest.h>
 
@@ -51,6 +52,23 @@ TEST(Observations, LoopsTensorShapeAndRows) {
     EXPECT_FLOAT_EQ(h[0], 1.0f / 3);
     EXPECT_FLOAT_EQ(h[1], 1.0f / 3);
     EXPECT_FLOAT_EQ(h[8], 1.0f / 3);
+}
+
+TEST(Observations, LoopsTensorStaysWithinItsBounds) {
+    const std::vector<float> high = loops_tensor_high();
+    ASSERT_EQ(high.size(), size_t(kLoopFeatures));
+    // The largest extent, and a split of it with a tail.
+    for (const Program &p :
+         {matmul(kMaxExtent, 3, 1), apply(matmul(kMaxExtent - 1, 3, 1), Action::Split8)}) {
+        Observation o = loops_tensor(p, 10);
+        for (int r = 0; r < 10; ++r)
+            for (int c = 0; c < kLoopFeatures; ++c) {
+                EXPECT_GE(at(o, r, c), 0.0f) << r << "," << c;
+                EXPECT_LE(at(o, r, c), high[size_t(c)]) << r << "," << c;
+            }
+    }
+    // The bound is reached.
+    EXPECT_EQ(at(loops_tensor(matmul(kMaxExtent, 3, 1), 10), 0, 1), high[1]);
 }
 
 TEST(Observations, SplitLoopStridesScaleWithInnerCoverage) {

@@ -2,8 +2,8 @@
 // `tune` answering from it: the second run of a shape is a lookup of the first's verified
 // schedule, --retune searches again, and a foreign or damaged file is refused.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sqlite3.h>
+#include <nlohmann/json.hpp>
 
 #include "env/store/measurement_store.h"
 #include "env/store/schedule_library.h"
@@ -72,8 +72,7 @@ TEST(ScheduleLibrary, PutFindAndListRoundTrip) {
     EXPECT_EQ(lib->machines(), std::vector<std::string>{e.machine});
     // The measurement store still opens the file, and the library read-only sees the entry.
     EXPECT_NO_THROW(looptune::MeasurementStore::open(dir / "store.sqlite"));
-    EXPECT_EQ(ScheduleLibrary::open_read_only(dir / "store.sqlite")->entries(e.machine).size(),
-              1u);
+    EXPECT_EQ(ScheduleLibrary::open_read_only(dir / "store.sqlite")->entries(e.machine).size(), 1u);
 }
 
 TEST(ScheduleLibrary, KeepsTheFasterVerifiedScheduleAndNeverAnUnverifiedOne) {
@@ -99,7 +98,8 @@ TEST(ScheduleLibrary, AnswersWithTheStoredLoopsOverTheCallersComputation) {
     auto lib = ScheduleLibrary::open(dir / "store.sqlite");
     lib->put(entry_for(start, tuned, 10));
     auto renamed = std::make_shared<const Computation>(make_matmul(24, 32, 48, "mine"));
-    const auto a = looptune::library_answer(*lib, "test-cpu|peak=1|code=1", Program::naive(renamed));
+    const auto a =
+        looptune::library_answer(*lib, "test-cpu|peak=1|code=1", Program::naive(renamed));
     ASSERT_TRUE(a);
     EXPECT_EQ(a->program.comp->name, "mine");
     EXPECT_EQ(schedule_key(Program{start.comp, a->program.tree, 0}), schedule_key(tuned));
@@ -114,9 +114,9 @@ TEST(ScheduleLibrary, SkipsRowsAForeignWriterDamaged) {
     lib->put(entry_for(start, apply(start, Action::Split8), 10));
     sqlite3 *db = nullptr;
     ASSERT_EQ(sqlite3_open((dir / "store.sqlite").c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "UPDATE schedule_library SET gflops = 'fast'", nullptr, nullptr,
-                           nullptr),
-              SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "UPDATE schedule_library SET gflops = 'fast'", nullptr, nullptr, nullptr),
+        SQLITE_OK);
     sqlite3_close(db);
     EXPECT_TRUE(lib->entries("test-cpu|peak=1|code=1").empty());
     EXPECT_FALSE(lib->find("test-cpu|peak=1|code=1", looptune::computation_key(*start.comp)));
@@ -167,7 +167,8 @@ TEST(ScheduleLibrary, TuneAnswersASecondRunFromTheLibrary) {
     const tests::RunResult again = tests::run_cli(dir, args + " --retune");
     ASSERT_EQ(again.exit_code, 0) << again.err;
     EXPECT_FALSE(nlohmann::json::parse(again.out)["from_library"].get<bool>());
-    const tests::RunResult off = tests::run_cli(dir, "tune --matmul 8,8,8 --budget-s 0.05 --library off");
+    const tests::RunResult off =
+        tests::run_cli(dir, "tune --matmul 8,8,8 --budget-s 0.05 --library off");
     EXPECT_EQ(off.exit_code, 0) << off.err;
     EXPECT_EQ(off.out.find("schedule library"), std::string::npos) << off.out;
 }

@@ -1,5 +1,9 @@
 #include "tune/schedule_library_use.h"
 
+#include <fmt/format.h>
+
+#include <filesystem>
+
 #include "env/store/measurement_store.h"
 #include "looptool/actions/actions.h"
 #include "looptool/formats/text_format.h"
@@ -48,6 +52,32 @@ Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e) {
     if (old && old->verified && old->gflops > e.gflops) return Filed::KeptFaster;
     lib.put(e);
     return old ? Filed::Replaced : Filed::Added;
+}
+
+std::unique_ptr<ScheduleLibrary> open_tune_library(const std::string &option,
+                                                   const std::string &store) {
+    const std::string path = option.empty() ? ScheduleLibrary::default_path(store) : option;
+    if (path.empty() || path == "off") return nullptr;
+    // The cache folder may not exist yet; any other problem is open()'s to name.
+    std::error_code ec;
+    if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+        std::filesystem::create_directories(dir, ec);
+    return ScheduleLibrary::open(path);
+}
+
+std::string verify_and_file(ScheduleLibrary &lib, const std::string &machine, Environment &env,
+                            const looptool::Program &start, const GuidedResult &r,
+                            const std::string &version) {
+    const looptool::Comparison c = env.verify(r.best);
+    switch (file_result(lib, library_entry(machine, start, r, c.ok, version))) {
+        case Filed::Added: return "added";
+        case Filed::Replaced: return "replaced";
+        case Filed::KeptFaster: return "kept the library's faster schedule";
+        case Filed::NotVerified:
+            return fmt::format("not filed: the chosen kernel failed verification ({})",
+                               c.failures(1));
+    }
+    return "";
 }
 
 }  // namespace looptune

@@ -3,6 +3,7 @@
 // there once the reference interpreter has checked it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -34,5 +35,16 @@ LibraryEntry library_entry(const std::string &machine, const looptool::Program &
 enum class Filed { Added, Replaced, KeptFaster, NotVerified };
 /// Files `e` unless the library holds a faster verified schedule for it, or `e` is unverified.
 Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e);
+
+/// tune's library: the store at `option` when given, else ScheduleLibrary::default_path(store)
+/// (its folder created when missing); null for "off" or no path.
+std::unique_ptr<ScheduleLibrary> open_tune_library(const std::string &option,
+                                                   const std::string &store);
+
+/// Checks r's chosen kernel with env.verify(), files it (file_result()) and says what happened:
+/// "added", "replaced", "kept the library's faster schedule", or why it was not filed.
+std::string verify_and_file(ScheduleLibrary &lib, const std::string &machine, Environment &env,
+                            const looptool::Program &start, const GuidedResult &r,
+                            const std::string &version);
 
 }  // namespace looptune

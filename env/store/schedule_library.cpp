@@ -175,7 +175,8 @@ void ScheduleLibrary::put(const LibraryEntry &e) {
     if (e.machine.empty() || e.computation.empty() || e.program.empty() ||
         !std::isfinite(e.gflops) || e.gflops < 0 || !std::isfinite(e.start_gflops) ||
         e.start_gflops < 0)
-        throw Error(fmt::format("{}: refusing an incomplete library entry for '{}'", path(), e.name));
+        throw Error(
+            fmt::format("{}: refusing an incomplete library entry for '{}'", path(), e.name));
     const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();

@@ -23,7 +23,7 @@ const char *shape_family_name(ShapeFamily f);
 struct RandomShapeSpec {
     int count = 100;             ///< distinct shapes to draw
     uint64_t seed = 0;           ///< same seed, same shapes, on every machine (std::mt19937_64)
-    int64_t l2_bytes = 1 << 20;  ///< what "exceeds L2" means (Zen 4: 1 MiB per core)
+    int64_t l2_bytes = 1 << 20;  ///< what "exceeds L2" means (generate: this core's L2)
     /// Upper bound on m*n*k: a 4096^3 matmul's naive nest runs for minutes, too long to tune
     /// on; the default is 1024^3 * 2.
     int64_t max_macs = int64_t(1) << 31;

@@ -62,7 +62,7 @@ class QNet(nn.Module):
 
 
 def masked_argmax(q, mask):
-    return int(torch.where(torch.as_tensor(mask), q, torch.full_like(q, -1e9)).argmax())
+    return int(torch.where(torch.as_tensor(mask).bool(), q, torch.full_like(q, -1e9)).argmax())
 
 
 class Replay:

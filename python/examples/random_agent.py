@@ -26,7 +26,7 @@ def main():
         start = info["gflops"]
         total, done = 0.0, False
         while not done:
-            action = env.action_space.sample(info["action_mask"].astype("int8"))
+            action = env.action_space.sample(env.action_masks())
             obs, reward, terminated, truncated, info = env.step(action)
             total += reward
             done = terminated or truncated

@@ -1,5 +1,6 @@
-"""Gymnasium's spaces when gymnasium is importable; otherwise small stand-ins with the same
-attributes an agent reads (.n, .shape, .dtype, .sample(), .contains())."""
+"""Gymnasium's spaces and Env when gymnasium is importable; otherwise small stand-ins with the
+same attributes an agent reads (.n, .shape, .dtype, .sample(), .contains(); np_random, spec,
+unwrapped)."""
 
 import numpy as np
 
@@ -11,12 +12,48 @@ except ImportError:
     HAVE_GYMNASIUM = False
 
 if HAVE_GYMNASIUM:
+    from gymnasium import Env
     from gymnasium.spaces import Dict, Discrete
 
     def Box(low, high, shape):
-        return _gym.spaces.Box(low, high, shape, dtype=np.float32)
+        def full(v):
+            return np.broadcast_to(np.asarray(v, np.float32), shape).copy()
+        return _gym.spaces.Box(full(low), full(high), shape, dtype=np.float32)
 
 else:
+
+    class Env:
+        """The parts of gymnasium.Env the environment relies on. np_random is the generator
+        Gymnasium would make (PCG64 from the seed), so a seed draws the same without it."""
+
+        metadata = {"render_modes": []}
+        render_mode = None
+        spec = None
+        _np_random = None
+
+        @property
+        def np_random(self):
+            if self._np_random is None:
+                self._np_random = np.random.default_rng()
+            return self._np_random
+
+        def reset(self, *, seed=None, options=None):
+            if seed is not None:
+                self._np_random = np.random.default_rng(seed)
+
+        @property
+        def unwrapped(self):
+            return self
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args):
+            self.close()
+            return False
 
     class Discrete:
         def __init__(self, n, seed=None):
@@ -52,8 +89,8 @@ else:
         def __init__(self, low, high, shape):
             self.shape = tuple(shape)
             self.dtype = np.float32
-            self.low = np.full(self.shape, low, dtype=np.float32)
-            self.high = np.full(self.shape, high, dtype=np.float32)
+            self.low = np.broadcast_to(np.asarray(low, np.float32), self.shape).copy()
+            self.high = np.broadcast_to(np.asarray(high, np.float32), self.shape).copy()
             self._rng = np.random.default_rng()
 
         def sample(self):
@@ -62,7 +99,8 @@ else:
 
         def contains(self, x):
             x = np.asarray(x)
-            return x.shape == self.shape and bool(np.all(x >= self.low) and np.all(x <= self.high))
+            return (x.shape == self.shape and x.dtype == self.dtype
+                    and bool(np.all(x >= self.low) and np.all(x <= self.high)))
 
         __contains__ = contains
 

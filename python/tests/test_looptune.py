@@ -33,7 +33,7 @@ class EnvironmentTest(unittest.TestCase):
             self.assertEqual(obs[key].shape, space.shape, key)
             self.assertEqual(obs[key].dtype, np.float32, key)
         mask = info["action_mask"]
-        self.assertEqual(mask.dtype, np.bool_)
+        self.assertEqual(mask.dtype, np.int8)  # as Gymnasium's Discrete.sample(mask=) takes it
         self.assertEqual(mask.shape, (env.action_space.n,))
         self.assertGreater(info["gflops"], 0)
         names = env.action_names
@@ -56,14 +56,14 @@ class EnvironmentTest(unittest.TestCase):
         obs, info = env.reset(seed=3)
         truncated = terminated = False
         while not (truncated or terminated):
-            obs, reward, terminated, truncated, info = env.step(env.action_space.sample(info["action_mask"].astype(np.int8)))
+            obs, reward, terminated, truncated, info = env.step(env.action_space.sample(info["action_mask"]))
         ok, err = env.verify()
         self.assertTrue(ok, err)
 
     def test_an_illegal_action_raises_the_tools_message(self):
         env = looptune.LoopToolEnv(benchmark=bench())
         obs, info = env.reset()
-        illegal = int(np.flatnonzero(~info["action_mask"])[0])
+        illegal = int(np.flatnonzero(info["action_mask"] == 0)[0])
         with self.assertRaisesRegex(looptune.Error, "illegal action " + env.action_names[illegal]):
             env.step(illegal)
         with self.assertRaisesRegex(looptune.Error, "out of range"):
@@ -174,6 +174,21 @@ class ToolTest(unittest.TestCase):
                     {"benchmark": bench("mm112_112_128"), "matmul": (1, 2, 3)}):
             with self.assertRaises(looptune.Error):
                 looptune.tune(**bad)
+
+    def test_tune_answers_a_second_run_from_the_library(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "lib.sqlite")
+            first = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib)
+            self.assertFalse(first["from_library"])
+            self.assertEqual(first["filed"], "added")
+            second = looptune.tune(matmul=(24, 32, 48), library=lib)
+            self.assertTrue(second["from_library"])
+            self.assertTrue(second["verified"])
+            self.assertEqual(second["best_actions"], first["best_actions"])
+            again = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib, retune=True)
+            self.assertFalse(again["from_library"])
+            self.assertNotIn("library", looptune.tune(matmul=(8, 8, 8), budget_s=0.05,
+                                                      library="off"))
 
 
 def run_python(code):

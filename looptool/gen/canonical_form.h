@@ -1,0 +1,49 @@
+// Program forms: a matmul written by hand (any variable names and declaration order, with or
+// without a temporary, operands in either order) rewritten as `generate` writes it, so the
+// seed rules, the `tile` search and the policy apply to it as to a generated benchmark.
+#pragma once
+
+#include <optional>
+
+#include "looptool/ir/ir.h"
+#include "looptool/ir/loop_tree.h"
+
+namespace looptool {
+
+/// The roles of a matmul C[m, n] (+)= A[m, k] * B[k, n]: variable and tensor indices.
+/// `temp` is the temporary of the two-statement form, -1 in the one-statement form.
+struct MatmulRoles {
+    int m = 0, n = 0, k = 0;
+    int a = 0, b = 0, out = 0, temp = -1;
+};
+
+/// c's roles when it is a matmul in either form: one statement C[m, n] += A[m, k] * B[k, n], or
+/// T[m, n] += A[m, k] * B[k, n] then C[m, n] = T[m, n]; each access one variable per
+/// dimension covering it, the product's operands in either order, no other tensor.
+std::optional<MatmulRoles> matmul_roles(const Computation &c);
+
+/// c's roles when it is already in generate's form: two statements, the product's operands
+/// A then B, variables declared m, k, n (so its naive nest is generate's: m, k, n then m, n).
+std::optional<MatmulRoles> generated_matmul(const Computation &c);
+
+/// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw] in
+/// either form (one statement, or a temporary and a copy), operands either way round.
+struct ConvRoles {
+    int n = 0, c = 0, ho = 0, wo = 0, kh = 0, kw = 0, m = 0;
+    int x = 0, w = 0, out = 0, temp = -1;
+};
+std::optional<ConvRoles> conv_roles(const Computation &c);
+
+/// c rewritten in generate's form when it is a matmul or a conv2d in another form (a conv's
+/// variables declared n, c, ho, wo, kh, kw, m as make_conv2d's; a matmul's m, k, n), names
+/// kept, a temporary (named T, or T plus a digit when taken) before C
+/// unless it has one, the product as A * B. The same function of the same arguments: the
+/// inputs and outputs keep their names, shapes and order. nullopt when c is not a matmul or
+/// is already in that form.
+std::optional<Computation> generated_form(const Computation &c);
+
+/// Where tune and the searches start on a benchmark: the naive nest of its generated form
+/// when it has one, else of its own computation.
+Program tuning_start(const Program &file);
+
+}  // namespace looptool

@@ -1,0 +1,232 @@
+// Program forms: a matmul written by hand in another form is rewritten as `generate` writes it,
+// the same function of the same arguments (checked against the hand-written computation's own
+// reference), so the seed rules and the tile search apply to it.
+#include <gtest/gtest.h>
+
+#include "looptool/gen/canonical_form.h"
+#include "search/seeds.h"
+#include "test_util.h"
+
+using namespace looptool;
+
+namespace {
+
+// C = A B (24 x 40 x 32) in four hand-written forms.
+const char *kForms[] = {
+    // One statement, other names, declared in the written loop order i, r, j.
+    R"(looptool-program 1
+name f1
+var i 24
+var r 32
+var j 40
+tensor X input 24 32
+tensor Y input 32 40
+tensor Z output 24 40
+stmt Z[i, j] += X[i, r] * Y[r, j]
+nest 0
+loop i 24 0
+loop r 32 0
+loop j 40 0
+cursor 0
+)",
+    // Operands the other way round, B declared first, variables n, m, k.
+    R"(looptool-program 1
+name f2
+var n 40
+var m 24
+var k 32
+tensor B input 32 40
+tensor A input 24 32
+tensor C output 24 40
+stmt C[m, n] += B[k, n] * A[m, k]
+nest 0
+loop n 40 0
+loop m 24 0
+loop k 32 0
+cursor 0
+)",
+    // generate's two statements, the temporary declared after the output, k declared first.
+    R"(looptool-program 1
+name f3
+var k 32
+var m 24
+var n 40
+tensor A input 24 32
+tensor B input 32 40
+tensor C output 24 40
+tensor T temp 24 40
+stmt T[m, n] += A[m, k] * B[k, n]
+stmt C[m, n] = T[m, n]
+nest 0
+loop k 32 0
+loop m 24 0
+loop n 40 0
+nest 1
+loop m 24 0
+loop n 40 0
+cursor 0
+)",
+    // A tensor named T already: the new temporary takes another name.
+    R"(looptool-program 1
+name f4
+var a 24
+var b 40
+var c 32
+tensor T input 24 32
+tensor U input 32 40
+tensor V output 24 40
+stmt V[a, b] += T[a, c] * U[c, b]
+nest 0
+loop a 24 0
+loop b 40 0
+loop c 32 0
+cursor 0
+)"};
+
+// The kernel of `p` (over the generated form) on the hand-written computation's inputs,
+// matched by name, compared with that computation's reference.
+::testing::AssertionResult same_function(const Computation &hand, const Program &p) {
+    Buffers in = make_buffers(hand, 3);
+    const Reference want = compute_reference(hand, in);
+    const Computation &g = p.computation();
+    Buffers got = make_buffers(g, 99);
+    for (size_t t = 0; t < g.tensors.size(); ++t)
+        if (const int h = hand.tensor_index(g.tensors[t].name); h >= 0)
+            got.data[t] = in.data[size_t(h)];
+    fill_non_inputs(g, got, std::numeric_limits<float>::quiet_NaN());
+    auto jit = Jit::create();
+    const Kernel k = jit->compile(p);
+    const int32_t cancel = 0;
+    auto ptrs = got.pointers();
+    k.fn(ptrs.data(), &cancel);
+    for (size_t t = 0; t < hand.tensors.size(); ++t)
+        in.data[t] = got.data[size_t(g.tensor_index(hand.tensors[t].name))];
+    const Comparison c = compare_outputs(hand, want, in);
+    if (c.ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << c.first_mismatch << "\n" << dump(p, false);
+}
+
+looptune::TileSchedule tiny_tile() {
+    looptune::TileSchedule s;
+    s.tm = 8;
+    s.tn = 16;
+    return s;
+}
+
+TEST(CanonicalForm, EveryHandWrittenMatmulBecomesGeneratesForm) {
+    for (const char *text : kForms) {
+        const Program file = parse_program(text);
+        const auto g = generated_form(file.computation());
+        ASSERT_TRUE(g) << text;
+        ASSERT_TRUE(generated_matmul(*g)) << text;
+        EXPECT_EQ(g->name, file.computation().name);
+        // The same arguments: inputs and outputs by name, shape and order.
+        std::vector<std::string> args_hand, args_gen;
+        for (const Tensor &t : file.computation().tensors)
+            if (t.kind != TensorKind::Temp) args_hand.push_back(t.name);
+        for (const Tensor &t : g->tensors)
+            if (t.kind != TensorKind::Temp) args_gen.push_back(t.name);
+        EXPECT_EQ(args_hand, args_gen);
+        const auto shape = looptune::matmul_shape(*g);
+        ASSERT_TRUE(shape);
+        EXPECT_EQ(shape->m, 24);
+        EXPECT_EQ(shape->n, 40);
+        EXPECT_EQ(shape->k, 32);
+        // The naive nest and a tile schedule compute the hand-written function.
+        const Program start = tuning_start(file);
+        EXPECT_TRUE(same_function(file.computation(), start));
+        Program tiled = start;
+        for (Action a : looptune::tile_actions(start.computation(), tiny_tile()))
+            tiled = apply(tiled, a);
+        EXPECT_TRUE(same_function(file.computation(), tiled));
+        EXPECT_FALSE(looptune::tune_seeds(*g, 200, ActionSpace::preset("full")).empty());
+    }
+}
+
+// A 3x3 conv written by hand: one statement, weights first, the variables in another order.
+TEST(CanonicalForm, AHandWrittenConvBecomesGeneratesForm) {
+    const Program file = parse_program(R"(looptool-program 1
+name hconv
+var oc 16
+var y 6
+var x 7
+var ic 8
+var b 2
+var dy 3
+var dx 3
+tensor In input 2 8 8 9
+tensor Wt input 16 8 3 3
+tensor Out output 2 16 6 7
+stmt Out[b, oc, y, x] += Wt[oc, ic, dy, dx] * In[b, ic, y + dy, dx + x]
+nest 0
+loop oc 16 0
+loop y 6 0
+loop x 7 0
+loop ic 8 0
+loop b 2 0
+loop dy 3 0
+loop dx 3 0
+cursor 0
+)");
+    const auto g = generated_form(file.computation());
+    ASSERT_TRUE(g);
+    EXPECT_FALSE(generated_form(*g));  // now in generate's form
+    const auto cs = looptune::conv_shape(*g);
+    ASSERT_TRUE(cs);
+    EXPECT_EQ(cs->co, 16);
+    EXPECT_EQ(cs->wo, 7);
+    EXPECT_EQ(cs->batch, 2);
+    const Program start = tuning_start(file);
+    EXPECT_TRUE(same_function(file.computation(), start));
+    const auto seeds = looptune::tune_seeds(*g, 200, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    Program p = start;
+    for (Action a : seeds.front().actions) p = apply(p, a);
+    EXPECT_TRUE(same_function(file.computation(), p)) << seeds.front().name;
+}
+
+// What generate writes and LoopTune's corpus holds is left as it is.
+TEST(CanonicalForm, TheCorpusIsAlreadyInGeneratesForm) {
+    const std::filesystem::path corpus = LOOPTUNE_CORPUS_DIR;
+    int checked = 0;
+    for (const char *dir : {"conv", "mm64_256_16_range"})
+        for (const auto &e : std::filesystem::directory_iterator(corpus / dir)) {
+            if (checked % 7 == 0 || std::string(dir) == "conv") {
+                const Program p = load_program_file(e.path().string());
+                EXPECT_FALSE(generated_form(p.computation())) << e.path();
+                EXPECT_TRUE(
+                    looptune::tune_seeds(p.computation(), 200, ActionSpace::preset("full")).size() >
+                    0)
+                    << e.path();
+            }
+            ++checked;
+        }
+    EXPECT_GT(checked, 2000);
+}
+
+TEST(CanonicalForm, GeneratesOwnFormAndOtherComputationsAreLeftAlone) {
+    EXPECT_FALSE(generated_form(make_matmul(8, 16, 4)));
+    EXPECT_TRUE(generated_matmul(make_matmul(8, 16, 4)));
+    EXPECT_FALSE(generated_form(make_elementwise_add(8, 16)));
+    EXPECT_FALSE(generated_form(make_conv2d(1, 2, 6, 6, 3, 3, 3)));
+    // A transposed operand is another computation: not a matmul of generate's form.
+    const Program t = parse_program(R"(looptool-program 1
+name tr
+var m 8
+var n 16
+var k 4
+tensor A input 4 8
+tensor B input 4 16
+tensor C output 8 16
+stmt C[m, n] += A[k, m] * B[k, n]
+nest 0
+loop m 8 0
+loop n 16 0
+loop k 4 0
+cursor 0
+)");
+    EXPECT_FALSE(matmul_roles(t.computation()));
+    EXPECT_EQ(schedule_key(tuning_start(t)), schedule_key(Program::naive(t.comp)));
+}
+
+}  // namespace
