@@ -29,7 +29,7 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("--space", o.space,
                    "Actions drawn from: full, looptune, or layout (full + pack, flatten)")
-        ->check(CLI::IsMember({"full", "looptune", "layout"}))
+        ->check(CLI::IsMember({"full", "looptune", "layout", "threads"}))
         ->capture_default_str();
     app.add_option("--programs", o.programs,
                    "Programs drawn: contractions (matmul, conv2d, add), reductions (max, min, sum, "

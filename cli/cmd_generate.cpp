@@ -12,18 +12,39 @@
 
 namespace looptool::cli {
 
+namespace {
+
+struct GenerateOptions {
+    std::string kind = "mm", dim_a, dim_b, batch, out;
+    RandomShapeSpec random;
+    int random_count = 0;
+    bool json = false;
+};
+
+void print_written(const GenerateOptions &o, const std::vector<std::string> &paths,
+                   const std::map<std::string, std::string> &family) {
+    if (o.json) {
+        nlohmann::json j;
+        j["count"] = paths.size();
+        j["dir"] = o.out;
+        j["files"] = paths;
+        if (!family.empty()) j["family"] = family;
+        print_json(j);
+    } else {
+        fmt::print("wrote {} benchmark{} to {}\n", paths.size(), paths.size() == 1 ? "" : "s",
+                   o.out);
+    }
+}
+
+}  // namespace
+
 Run add_generate(CLI::App &app) {
     auto *cmd = app.add_subcommand("generate", "Write a benchmark dataset, one file per shape");
-    struct Opts {
-        std::string kind = "mm", dim_a, dim_b, out;
-        RandomShapeSpec random;
-        int random_count = 0;
-        bool json = false;
-    };
-    auto o = std::make_shared<Opts>();
+    auto o = std::make_shared<GenerateOptions>();
     cmd->add_option("--kind", o->kind,
-                    "Computation kind: mm (matmul) or conv (conv2d, stride 1, no padding)")
-        ->check(CLI::IsMember({"mm", "conv"}))
+                    "Computation kind: mm (matmul), bmm (batched matmul: --dimA and --dimB as mm, "
+                    "--batch) or conv (conv2d, stride 1, no padding)")
+        ->check(CLI::IsMember({"mm", "bmm", "conv"}))
         ->capture_default_str();
     auto *dim_a =
         cmd->add_option("--dimA", o->dim_a,
@@ -31,6 +52,7 @@ Run add_generate(CLI::App &app) {
                         "images without W_RANGE). Ranges: a:b:c, a:b, a|b|c or n");
     auto *dim_b = cmd->add_option("--dimB", o->dim_b,
                                   "mm: K_RANGE,N_RANGE; conv: M_RANGE,C_RANGE,KH_RANGE,KW_RANGE");
+    cmd->add_option("--batch", o->batch, "bmm: B_RANGE, the batch sizes (e.g. attention's heads)");
     auto *random = cmd->add_option(
         "--random", o->random_count,
         "Instead of ranges: N distinct seeded random shapes, 40% log-uniform over 1..4096 per "
@@ -76,17 +98,12 @@ Run add_generate(CLI::App &app) {
             shapes = matmul_shapes(o->dim_a, o->dim_b);
         }
         if (o->kind == "mm") paths = write_matmul_dataset(shapes, o->out);
-        if (o->json) {
-            nlohmann::json j;
-            j["count"] = paths.size();
-            j["dir"] = o->out;
-            j["files"] = paths;
-            if (!family.empty()) j["family"] = family;
-            print_json(j);
-        } else {
-            fmt::print("wrote {} benchmark{} to {}\n", paths.size(), paths.size() == 1 ? "" : "s",
-                       o->out);
+        if (o->kind == "bmm") {
+            if (o->batch.empty() || random->count() > 0)
+                throw Error("generate --kind bmm: give --batch B_RANGE with --dimA and --dimB");
+            paths = write_bmm_dataset(parse_range(o->batch), shapes, o->out);
         }
+        print_written(*o, paths, family);
         return 0;
     };
 }

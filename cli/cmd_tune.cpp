@@ -10,7 +10,9 @@
 #include "cli/validators.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/gen/canonical_form.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
@@ -54,6 +56,7 @@ struct Target {
 
 std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &matmuls,
+                            const std::vector<std::string> &bmms,
                             const std::vector<std::string> &convs) {
     std::vector<Target> out;
     for (const std::string &b : benches)
@@ -65,6 +68,13 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                                std::make_shared<const Computation>(make_matmul(d[0], d[1], d[2])));
                        }});
     }
+    for (const std::string &s : bmms) {
+        const auto d = shape_numbers("--bmm", s, 4);
+        out.push_back({s, [d] {
+                           return Program::naive(std::make_shared<const Computation>(
+                               make_bmm(d[0], d[1], d[2], d[3])));
+                       }});
+    }
     for (const std::string &s : convs) {
         const auto d = shape_numbers("--conv", s, 7, 2);
         if ((d.size() > 7 && d[7] != 1) || (d.size() > 8 && d[8] != 0))
@@ -74,7 +84,7 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                                make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6])));
                        }});
     }
-    if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul or --conv)");
+    if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul, --bmm or --conv)");
     return out;
 }
 
@@ -104,10 +114,11 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 }  // namespace
 
 struct TuneOptions {
-    std::vector<std::string> benches, matmuls, convs;
+    std::vector<std::string> benches, matmuls, bmms, convs;
     std::string policy, store, library;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
+    int threads = 1;
     looptune::GuidedConfig guided;
 };
 
@@ -118,12 +129,16 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
     cmd->add_option(
         "--matmul", o.matmuls,
         "A matmul by its shape M,N,K (C = A B, A is M x K; repeatable), no file needed");
+    cmd->add_option("--bmm", o.bmms,
+                    "A batched matmul by its shape B,M,N,K (C[b] = A[b] B[b], attention's "
+                    "Q.K^T and P.V per head; repeatable)");
     cmd->add_option("--conv", o.convs,
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW (images, input channels, input "
                     "rows and columns, output channels, kernel rows and columns; stride 1, no "
                     "padding; repeatable)");
     cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.pt)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
+    add_threads_option(cmd, o.threads);
     cmd->add_option("--library", o.library,
                     "Store whose schedule library answers computations tuned before on this "
                     "machine, and keeps each new result once verified (default: "
@@ -292,6 +307,7 @@ struct Tuner {
         base.store_path = o.store;
         base.verify = o.verify;
         base.max_memory = o.max_memory;
+        base.threads = o.threads;
         base.reference.progress = true;
         env = std::make_unique<looptune::Environment>(policy->env_config(base));
         load_s = looptool::seconds_since(t_load);
@@ -305,7 +321,9 @@ struct Library {
     std::string machine;
 
     explicit Library(const TuneOptions &o) : lib(looptune::open_tune_library(o.library, o.store)) {
-        if (lib) machine = looptune::library_machine();
+        if (lib)
+            machine =
+                looptune::library_machine(o.threads == 0 ? looptool::usable_cores() : o.threads);
     }
 };
 
@@ -339,7 +357,7 @@ nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::
 }
 
 int run_tune(const TuneOptions &o) {
-    const std::vector<Target> todo = targets(o.benches, o.matmuls, o.convs);
+    const std::vector<Target> todo = targets(o.benches, o.matmuls, o.bmms, o.convs);
     Library library(o);
     Tuner tuner;
     nlohmann::json results = nlohmann::json::array();

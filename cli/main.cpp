@@ -54,13 +54,24 @@ void add_max_memory_option(CLI::App *cmd, int64_t &bytes) {
             ""));
 }
 
+void add_threads_option(CLI::App *cmd, int &threads) {
+    cmd->add_option("--threads", threads,
+                    "Threads a parallel loop runs on (0: every core the process may use); the "
+                    "roof is this many times the single-core peak")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1024));
+}
+
 void add_env_options(CLI::App *cmd, looptune::EnvConfig &cfg) {
     cfg.action_space = "full";
-    cmd->add_option("--space", cfg.action_space,
-                    "Action space: looptune, full or layout (full + flatten, pack)")
+    cmd->add_option(
+           "--space", cfg.action_space,
+           "Action space: looptune, full, layout (full + flatten, pack) or threads (layout + "
+           "parallel)")
         ->capture_default_str();
     cmd->add_option("--store", cfg.store_path,
                     "SQLite measurement store, shared across runs (created if missing)");
+    add_threads_option(cmd, cfg.threads);
     cmd->add_flag("--verify", cfg.verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, cfg.max_memory);

@@ -24,14 +24,21 @@ Environment::Environment(EnvConfig config)
       measure_(config_.measure) {
     if (config_.max_steps < 1) throw Error("max_steps must be at least 1");
     if (config_.max_loops < 1) throw Error("max_loops must be at least 1");
-    jit_ = Jit::create();
-    // Without measurement the roof is irrelevant; do not measure the peak for it.
+    JitOptions jo;
+    jo.threads = config_.threads;
+    jit_ = Jit::create(jo);
+    config_.threads = jit_->threads();
+    // Without measurement the roof is irrelevant; do not measure the peak for it. With N
+    // threads it is N times the single-core peak.
     max_gflops_ = config_.max_gflops > 0    ? config_.max_gflops
                   : config_.measure_enabled ? looptool::max_gflops()
                                             : 1.0;
+    max_gflops_ *= config_.threads;
     if (!config_.store_path.empty()) {
         store_ = MeasurementStore::open(config_.store_path);
+        // A parallel schedule's figure depends on the threads it ran on.
         machine_ = machine_fingerprint(machine_peak_gflops());
+        if (config_.threads > 1) machine_ += fmt::format("|threads={}", config_.threads);
     }
 }
 

@@ -36,7 +36,11 @@ struct EnvConfig {
     /// How the reference for verify() is computed: full, or sampled on large problems.
     looptool::ReferenceOptions reference;
     bool measure_enabled = true;  ///< false: no JIT or measurement, G is always 0
-    double max_gflops = 0;        ///< the reward's roof; 0: looptool::max_gflops()
+    /// The single-core peak; 0: looptool::max_gflops(). The reward's roof is threads times it.
+    double max_gflops = 0;
+    /// Threads a `parallel` loop runs on (JitOptions::threads; 0: every usable core). 1: the
+    /// kernels of one thread, the roof the single-core peak.
+    int threads = 1;
     /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
     looptool::MeasureOptions measure{.warmup = 2,
                                      .min_runs = 5,

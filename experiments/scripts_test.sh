@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CTest `ExperimentScripts`: experiments/policy_gain.py and family_coverage.py end to end on tiny
+# CTest `ExperimentScripts`: experiments/policy_gain.py, family_coverage.py and program_forms.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
 # neighbour_keep.py on two small runs, results.py on two small compare runs, lib_speed.sh on two
 # tiny shapes, and their errors. Usage: scripts_test.sh BUILD_DIR
@@ -19,7 +19,9 @@ grep -q "^2 shapes; on [0-2] the winner is the best seed itself" "$tmp/gain/gain
 "$py" - "$tmp/gain/tune.json" <<'PY' || fail "policy_gain.py: tune.json lacks the seeds' actions"
 import json, sys
 rs = json.load(open(sys.argv[1]))
-assert len(rs) == 2 and all(r["best_seed"] and r["best_seed_actions"] for r in rs)
+bad = [{k: r.get(k) for k in ("benchmark", "best_seed", "best_seed_actions", "found_by")}
+       for r in rs if not (r["best_seed"] and r["best_seed_actions"])]
+assert len(rs) == 2 and not bad, f"{len(rs)} results; without a seed: {bad}"
 PY
 
 "$py" "$here/family_coverage.py" --shapes mm24_32_48 --out "$tmp/cov" --processes 1 --rounds 1 \
@@ -37,6 +39,12 @@ echo '{"results": [{"benchmark": "mm24_32_48", "seeds": [{"name": "tile 8x32 mn"
 grep -q "^| mm24_32_48 | .* | 8x32 mn | " "$tmp/cov/coverage.md" &&
     grep -q "^each shape's seeds in $tmp/tune.json: best seed / best member" "$tmp/cov/coverage.md" ||
     fail "family_coverage.py --tune-json: $(tail -3 "$tmp/cov/coverage.md")"
+
+# program_forms.py: one random shape in four hand-written forms, each tuned and judged beside
+# the generated form's schedule.
+"$py" "$here/program_forms.py" --out "$tmp/forms" --shapes 1 --max-macs 134217728 --rounds 1 \
+    --core 0 --build "$build" > "$tmp/forms.log" 2>&1 || fail "program_forms.py: $(tail -1 "$tmp/forms.log")"
+grep -q "^| swapped | 1 | [0-9.]* | " "$tmp/forms/forms.md" || fail "program_forms.py: $(cat "$tmp/forms/forms.md")"
 
 # compare_ratios.py on a results.csv of two shapes: medians of the judged rounds, worst first.
 cat > "$tmp/results.csv" <<'CSV'

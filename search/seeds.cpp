@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
@@ -16,8 +17,8 @@ using looptool::Program;
 namespace {
 
 /// The seeds that apply from the naive nest, within the step limit and the action space. The
-/// layout actions `flatten` and `pack` are allowed outside it: a seed is measured, not chosen
-/// by the policy, and the policy's actions go on from the state it reaches.
+/// layout actions `flatten` and `pack`, and `parallel`, are allowed outside it: a seed is
+/// measured, not chosen by the policy, and the policy's actions go on from the state it reaches.
 std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<TuneSeed> candidates,
                                  int limit, const looptool::ActionSpace &space) {
     std::vector<TuneSeed> out;
@@ -26,7 +27,7 @@ std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<Tun
         Program p = naive;
         bool ok = int(s.actions.size()) <= limit;
         for (Action a : s.actions) {
-            const bool layout = a == Action::Flatten || a == Action::Pack;
+            const bool layout = a == Action::Flatten || a == Action::Pack || a == Action::Parallel;
             ok = ok && (space.index_of(a) >= 0 || layout) && looptool::is_legal(p, a);
             if (ok) p = looptool::apply(p, a);
         }
@@ -190,6 +191,48 @@ std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulS
     return candidates;
 }
 
+/// `s` with the outermost loop of every nest made parallel where that is legal and has `threads`
+/// iterations at least (a tile's row or column blocks; the copy nests too), or nothing when the
+/// nest that reduces (the matmul's or conv's work) is not among them.
+std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const TuneSeed &s,
+                                         int threads) {
+    Program p = Program::naive(std::make_shared<const looptool::Computation>(c));
+    try {
+        for (Action a : s.actions) p = looptool::apply(p, a);
+    } catch (const looptool::Error &) {
+        return std::nullopt;  // applicable() leaves it out too
+    }
+    TuneSeed out{s.name + " parallel", s.actions};
+    out.actions.insert(out.actions.end(), size_t(p.cursor), Action::Up);
+    p.cursor = 0;
+    bool work = false;
+    for (size_t n = 0; n < p.tree.nests.size(); ++n) {
+        const looptool::Loop &l = p.tree.nests[n].loops[0];
+        const int at = p.tree.flat({int(n), 0});
+        Program q = p;
+        q.cursor = at;
+        if (l.size + (l.tail > 0) < threads || !looptool::is_legal(q, Action::Parallel)) continue;
+        out.actions.insert(out.actions.end(), size_t(at - p.cursor), Action::Down);
+        p = looptool::apply(q, Action::Parallel);
+        out.actions.push_back(Action::Parallel);
+        for (int st : p.tree.nests[n].stmts)
+            work = work || c.stmts[size_t(st)].reduce != looptool::ReduceKind::None;
+    }
+    if (!work) return std::nullopt;
+    return out;
+}
+
+/// With threads > 1, each seed's parallel variant first (parallel_variant), then the seeds.
+std::vector<TuneSeed> with_parallel(const looptool::Computation &c, std::vector<TuneSeed> seeds,
+                                    int threads) {
+    if (threads < 2) return seeds;
+    std::vector<TuneSeed> out;
+    for (const TuneSeed &s : seeds)
+        if (auto v = parallel_variant(c, s, threads)) out.push_back(std::move(*v));
+    out.insert(out.end(), seeds.begin(), seeds.end());
+    return out;
+}
+
 }  // namespace
 
 const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
@@ -208,10 +251,11 @@ bool band_hides_row_sweeps(const ConvShape &whole) {
 }
 
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
-                                 const looptool::ActionSpace &space, bool row_band) {
+                                 const looptool::ActionSpace &space, bool row_band, int threads) {
     if (const auto cs = conv_shape(c))
-        return applicable(c, conv_seeds(c, *cs, row_band), limit, space);
-    if (const auto s = matmul_shape(c)) return applicable(c, matmul_seeds(c, *s), limit, space);
+        return applicable(c, with_parallel(c, conv_seeds(c, *cs, row_band), threads), limit, space);
+    if (const auto s = matmul_shape(c))
+        return applicable(c, with_parallel(c, matmul_seeds(c, *s), threads), limit, space);
     return {};
 }
 

@@ -54,9 +54,12 @@ bool band_hides_row_sweeps(const ConvShape &whole);
 /// outside it); for n = 1 two dot products. Training starts episodes from them too
 /// (TrainConfig::seed_starts). With `row_band` (`c` is a band of a conv's output rows,
 /// conv_row_band()), no conv tile that sweeps every row more than twice, once per block of
-/// output channels: a band cannot show what that costs.
+/// output channels: a band cannot show what that costs. With `threads` > 1, each seed also comes
+/// with its nests' outermost loops made `parallel` where legal and at least `threads` long (the
+/// tile's row or column blocks), those variants first.
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
-                                 const looptool::ActionSpace &space, bool row_band = false);
+                                 const looptool::ActionSpace &space, bool row_band = false,
+                                 int threads = 1);
 
 /// The seed rules alone (compare's `seeds` ablation): every seed of tune_seeds() on the naive
 /// nest `start`, measured in `env` (reset to `start`); the fastest one's actions, or none when the

@@ -16,17 +16,6 @@ namespace looptune {
 
 using looptool::Action;
 
-std::string TileSchedule::name() const {
-    std::string s = fmt::format("{}x{}", tm, tn);
-    if (kb > 0) s += fmt::format(" kb{}", kb);
-    if (nb > 0) s += fmt::format(" nb{}", nb);
-    s += " " + outer;
-    if (!vectorize_write) s += " scalar-write";
-    if (pack_a) s += " packA";
-    if (pack) s += " pack";
-    return s;
-}
-
 namespace {
 
 Action split_action(int64_t factor) {
@@ -85,6 +74,7 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
     const auto roles = looptool::generated_matmul(c);
     if (!roles) throw looptool::Error(fmt::format("{} is not a matmul in generate's form", c.name));
     const int M = roles->m, N = roles->n, K = roles->k;
+    const int top = roles->batch >= 0 ? 1 : 0;  // a batch loop stays outermost
     const int64_t em = c.vars[size_t(M)].extent, en = c.vars[size_t(N)].extent,
                   ek = c.vars[size_t(K)].extent;
     Builder b(c);
@@ -114,19 +104,20 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
     order.push_back({M, ms ? 1 : 0});
     order.push_back({N, n_inner});
     for (size_t i = 0; i < order.size(); ++i) {
+        const int at = top + int(i);
         int d = b.depth_of(0, order[i].var, order[i].level);
-        LT_CHECK(d >= int(i), "tile order: target loop above its place");
-        if (d == int(i)) continue;
+        LT_CHECK(d >= at, "tile order: target loop above its place");
+        if (d == at) continue;
         // One place away: swapping the loop above it down is the same move; take whichever is
         // nearer the cursor (this gives the hand schedule's 12-step sequence).
-        if (d == int(i) + 1 &&
-            std::abs(b.cursor() - b.flat(0, int(i))) < std::abs(b.cursor() - b.flat(0, d))) {
-            b.go(b.flat(0, int(i)));
+        if (d == at + 1 &&
+            std::abs(b.cursor() - b.flat(0, at)) < std::abs(b.cursor() - b.flat(0, d))) {
+            b.go(b.flat(0, at));
             b.act(Action::SwapDown);
             continue;
         }
         b.go(b.flat(0, d));
-        for (; d > int(i); --d) b.act(Action::SwapUp);
+        for (; d > at; --d) b.act(Action::SwapUp);
     }
 
     // 3. Annotations: unroll the tile rows, vectorize the tile columns (innermost).
@@ -155,38 +146,6 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         b.act(Action::Pack);
     }
     return b.take();
-}
-
-std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool layout) {
-    std::vector<TileSchedule> f;
-    const std::pair<int, int> tiles[] = {{8, 32}, {8, 16}, {4, 64}, {16, 16}, {4, 32}, {8, 64}};
-    for (auto [tm, tn] : tiles)
-        for (const char *outer : {"mn", "nm"}) f.push_back({tm, tn, 0, outer, true});
-    if (k >= 256)
-        for (auto [tm, tn] : {std::pair{8, 32}, std::pair{4, 64}})
-            for (int kb : {128, 256})
-                if (kb < k)
-                    for (const char *outer : {"kmn", "mkn", "nkm"})
-                        f.push_back({tm, tn, kb, outer, true});
-    if (m >= 512 && n >= 512 && k >= 512)
-        for (int kb : {128, 256})
-            for (int nb : {256, 512})
-                if (nb < n)
-                    for (const char *outer : {"knmN", "nkmN"})
-                        f.push_back({8, 32, kb, outer, true, nb});
-    f.push_back({8, 32, 0, "mn", false});
-    if (layout) {
-        for (auto [tm, tn] :
-             {std::pair{8, 32}, std::pair{4, 64}, std::pair{8, 16}, std::pair{16, 16}})
-            for (const char *outer : {"nm", "mn"}) f.push_back({tm, tn, 0, outer, true, 0, true});
-        if (k >= 256)
-            for (const char *outer : {"kmn", "nkm"})
-                f.push_back({8, 32, 256, outer, true, 0, true});
-        for (auto [tm, tn] : {std::pair{8, 32}, std::pair{8, 16}, std::pair{16, 16}})
-            for (const char *outer : {"mn", "nm"})
-                f.push_back({tm, tn, 0, outer, true, 0, false, true});
-    }
-    return f;
 }
 
 std::string ConvTileSchedule::name() const {

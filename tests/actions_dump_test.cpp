@@ -120,3 +120,39 @@ for m in 8 : L4
         EXPECT_TRUE(verify_schedule(p).ok);
     }
 }
+
+// `parallel` (the `threads` preset): the mark on the outermost loop, kept by a split's outer
+// part; each tree matches the reference, and its kernel on 2 threads too.
+TEST(ActionsByExample, ParallelMarksTheOutermostLoopAndASplitKeepsItOutside) {
+    Program p = tests::matmul_program(8, 32, 16);
+    const std::vector<Step> steps = {
+        {Action::Parallel, R"(for m in 8 : L0 [parallel] <<<<<< cursor
+ for k in 16 : L1
+  for n in 32 : L2
+   T[m, n] += A[m, k] * B[k, n]
+for m in 8 : L3
+ for n in 32 : L4
+  C[m, n] = T[m, n]
+)"},
+        {Action::Split2, R"(for m in 4 : L0 [parallel] <<<<<< cursor
+ for m' in 2 : L1
+  for k in 16 : L2
+   for n in 32 : L3
+    T[m, n] += A[m, k] * B[k, n]
+for m in 8 : L4
+ for n in 32 : L5
+  C[m, n] = T[m, n]
+)"},
+    };
+    JitOptions o;
+    o.threads = 2;
+    auto jit = Jit::create(o);
+    for (const Step &s : steps) {
+        const std::string before = dump(p);
+        p = apply(p, s.action);
+        SCOPED_TRACE(std::string(action_name(s.action)) + " on\n" + before);
+        EXPECT_EQ(dump(p), s.after);
+        EXPECT_TRUE(verify_schedule(p).ok);
+        EXPECT_TRUE(tests::matches_reference(*jit, p));
+    }
+}

@@ -46,7 +46,7 @@ std::string illegal_message(const Program &p, Action a) {
 }  // namespace
 
 TEST(Actions, TheListHasUniqueNamesAndSplitFactors) {
-    EXPECT_EQ(kNumActions, 19);
+    EXPECT_EQ(kNumActions, 20);
     std::set<std::string> names;
     for (Action a : all_actions()) {
         names.insert(action_name(a));
@@ -76,14 +76,17 @@ TEST(Actions, Presets) {
     EXPECT_EQ(lt.index_of(Action::Split8), 5);
     EXPECT_EQ(lt.index_of(Action::Merge), -1);
     // `full` stays the 17 actions the shipped policy has one output each for; `layout` adds
-    // `flatten`, last.
+    // `flatten` and `pack`, last; `threads` adds `parallel`.
     ActionSpace full = ActionSpace::preset("full");
     EXPECT_EQ(full.size(), size_t(17));
     EXPECT_EQ(full.index_of(Action::Flatten), -1);
     EXPECT_EQ(full.index_of(Action::Vectorize), 16);
     ActionSpace layout = ActionSpace::preset("layout");
-    EXPECT_EQ(layout.actions, all_actions());
-    EXPECT_EQ(layout.size(), size_t(kNumActions));
+    EXPECT_EQ(layout.size(), size_t(kNumActions) - 1);
+    EXPECT_EQ(layout.index_of(Action::Parallel), -1);
+    ActionSpace threads = ActionSpace::preset("threads");
+    EXPECT_EQ(threads.actions, all_actions());
+    EXPECT_EQ(threads.index_of(Action::Parallel), 19);
     EXPECT_EQ(layout.index_of(Action::Flatten), 17);
     EXPECT_EQ(full.index_of(Action::Pack), -1);
     EXPECT_EQ(layout.index_of(Action::Pack), 18);

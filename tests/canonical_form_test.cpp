@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "looptool/gen/canonical_form.h"
+#include "looptool/gen/generate.h"
+#include "looptool/ir/error.h"
 #include "search/seeds.h"
 #include "test_util.h"
 
@@ -183,6 +185,56 @@ cursor 0
     Program p = start;
     for (Action a : seeds.front().actions) p = apply(p, a);
     EXPECT_TRUE(same_function(file.computation(), p)) << seeds.front().name;
+}
+
+// A batched matmul (attention's Q.K^T per head) written by hand in one statement, and
+// make_bmm's own form: the tile seeds keep the batch loop outermost and compute the same.
+TEST(CanonicalForm, BatchedMatmulsTakeTheTileSeedsUnderTheirBatchLoop) {
+    const Program file = parse_program(R"(looptool-program 1
+name scores
+var h 3
+var q 20
+var t 24
+var d 16
+tensor Q input 3 20 16
+tensor K input 3 16 24
+tensor S output 3 20 24
+stmt S[h, q, t] += K[h, d, t] * Q[h, q, d]
+nest 0
+loop h 3 0
+loop q 20 0
+loop t 24 0
+loop d 16 0
+cursor 0
+)");
+    const auto g = generated_form(file.computation());
+    ASSERT_TRUE(g);
+    const auto r = generated_matmul(*g);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->batch, 0);
+    EXPECT_FALSE(generated_form(make_bmm(3, 20, 24, 16)));
+    const Program start = tuning_start(file);
+    EXPECT_TRUE(same_function(file.computation(), start));
+    const auto seeds = looptune::tune_seeds(*g, 200, ActionSpace::preset("full"));
+    ASSERT_GE(seeds.size(), 3u);
+    for (const auto &seed : seeds) {
+        Program p = start;
+        for (Action a : seed.actions) p = apply(p, a);
+        EXPECT_EQ(p.tree.nests[0].loops[0].var, r->batch) << seed.name;
+        EXPECT_TRUE(same_function(file.computation(), p)) << seed.name;
+    }
+}
+
+TEST(CanonicalForm, GenerateWritesBatchedMatmulsThatReadBack) {
+    tests::TempDir dir("bmm");
+    const auto paths = write_bmm_dataset({2, 3}, {{8, 16, 4}}, dir.path.string());
+    ASSERT_EQ(paths.size(), 2u);
+    const Program p = load_program_file(paths[1]);
+    EXPECT_TRUE(p.computation() == make_bmm(3, 8, 16, 4));
+    ASSERT_TRUE(generated_matmul(p.computation()));
+    auto jit = Jit::create();
+    EXPECT_TRUE(tests::matches_reference(*jit, p));
+    EXPECT_THROW(write_bmm_dataset({1 << 20}, {{4096, 4096, 4096}}, dir.path.string()), Error);
 }
 
 // What generate writes and LoopTune's corpus holds is left as it is.

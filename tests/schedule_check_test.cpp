@@ -9,8 +9,10 @@ using namespace looptool;
 namespace {
 
 // 100 sequences of `space`'s actions on shapes of up to 2^17 iterations.
-ScheduleCheckResult check_100(uint64_t seed, const std::string &space) {
-    auto jit = Jit::create();
+ScheduleCheckResult check_100(uint64_t seed, const std::string &space, int threads = 0) {
+    JitOptions jo;
+    jo.threads = threads;
+    auto jit = Jit::create(jo);
     ScheduleCheckOptions o;
     o.sequences = 100;
     o.seed = seed;
@@ -34,6 +36,15 @@ TEST(ScheduleCheck, RandomSequencesOnOddShapesMatchInInterpreterAndJit) {
 // the loops it shares with the next one), flattens, and everything after them.
 TEST(ScheduleCheck, RandomSequencesWithTheLayoutActionsMatchToo) {
     ScheduleCheckResult r = check_100(13, "layout");
+    EXPECT_EQ(r.sequences, 100);
+    for (const auto &f : r.failures) ADD_FAILURE() << f;
+    EXPECT_TRUE(r.ok());
+}
+
+// With `parallel` drawn too, on 3 threads: the parallel loops' kernels, and every action after
+// the mark, on every kind of program.
+TEST(ScheduleCheck, RandomSequencesWithParallelLoopsMatchToo) {
+    ScheduleCheckResult r = check_100(14, "threads", 3);
     EXPECT_EQ(r.sequences, 100);
     for (const auto &f : r.failures) ADD_FAILURE() << f;
     EXPECT_TRUE(r.ok());

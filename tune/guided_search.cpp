@@ -85,6 +85,9 @@ public:
     struct Finals {
         std::vector<size_t> nodes;
         std::vector<std::string> keys;
+        /// The best seed as the search measured it, taken before the finals re-measure: a
+        /// seed left out of them may then read faster than it.
+        std::optional<size_t> seed;
         void take(const std::vector<Node> &all, size_t i) {
             const std::string key = looptool::schedule_key(all[i].program);
             if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
@@ -107,7 +110,7 @@ public:
         Finals f;
         for (size_t i : order)
             if (f.nodes.size() < size_t(kFinalists)) f.take(nodes_, i);
-        if (const auto s = best_seed_node()) f.take(nodes_, *s);
+        if ((f.seed = best_seed_node())) f.take(nodes_, *f.seed);
         // The greedy rollout's best, found by its schedule (a seed may have reached it first).
         // When the rollout never improved on the start there is nothing to keep it above.
         const std::string greedy_key = looptool::schedule_key(r.greedy.best);
@@ -185,7 +188,7 @@ public:
     /// figures being the first): a difference smaller than the rounds' spread is not what the
     /// policy added.
     void judge_against_seed(const Finals &f, size_t win, GuidedResult &r) {
-        const auto s = best_seed_node();
+        const auto s = f.seed;
         if (!s || f.find(nodes_, *s) < 0) return;
         r.best_seed = nodes_[*s].origin;
         r.best_seed_actions = nodes_[*s].path;
@@ -338,7 +341,8 @@ public:
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
         const std::vector<TuneSeed> seeds =
             !config_.greedy && config_.tile_seeds && naive_start
-                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band)
+                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band,
+                             env_.config().threads)
                 : std::vector<TuneSeed>{};
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend

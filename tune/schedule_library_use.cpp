@@ -12,7 +12,11 @@
 
 namespace looptune {
 
-std::string library_machine() { return machine_fingerprint(looptool::machine_peak_gflops()); }
+std::string library_machine(int threads) {
+    std::string m = machine_fingerprint(looptool::machine_peak_gflops());
+    if (threads > 1) m += fmt::format("|threads={}", threads);
+    return m;
+}
 
 std::optional<LibraryAnswer> library_answer(ScheduleLibrary &lib, const std::string &machine,
                                             const looptool::Program &start) {

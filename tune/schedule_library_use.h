@@ -14,8 +14,9 @@
 namespace looptune {
 
 /// This machine's key in the library: the measurement store's fingerprint (the stored peak is
-/// read, measured only when none is stored).
-std::string library_machine();
+/// read, measured only when none is stored), and the threads when above 1: a parallel
+/// schedule's figure is its threads'.
+std::string library_machine(int threads = 1);
 
 struct LibraryAnswer {
     LibraryEntry entry;

@@ -204,16 +204,17 @@ ActionSpace ActionSpace::preset(std::string_view name) {
         return {"looptune",
                 {Action::Up, Action::Down, Action::SwapUp, Action::SwapDown, Action::Split4,
                  Action::Split8, Action::Split16}};
-    if (name == "full") {
-        // The space the shipped policy was trained on (one network output per action): every
-        // action but the layout actions `flatten` and `pack`, which only `layout` adds.
-        std::vector<Action> v = all_actions();
-        std::erase(v, Action::Flatten);
-        std::erase(v, Action::Pack);
-        return {"full", v};
-    }
-    if (name == "layout") return {"layout", all_actions()};
-    throw Error(fmt::format("unknown action space '{}' (known: looptune, full, layout)", name));
+    // `full` is the space the shipped policy was trained on (one network output per action):
+    // the actions added since stay out of it, and each wider preset adds its own.
+    std::vector<Action> v = all_actions();
+    if (name == "threads") return {"threads", v};
+    std::erase(v, Action::Parallel);
+    if (name == "layout") return {"layout", v};
+    std::erase(v, Action::Flatten);
+    std::erase(v, Action::Pack);
+    if (name == "full") return {"full", v};
+    throw Error(
+        fmt::format("unknown action space '{}' (known: looptune, full, layout, threads)", name));
 }
 
 int ActionSpace::index_of(Action a) const {
@@ -239,8 +240,11 @@ static const char *packed_block_rule(const LoopTree &t, LoopTree::Pos pos, Actio
                 break;
             }
     if (a == Action::Flatten || a == Action::Pack)
-        for (const Nest &other : t.nests)
+        for (const Nest &other : t.nests) {
             if (other.shared > 0) return "the program has a packed block already";
+            // Both rewrite the computation's variables; parallel marks come after them.
+            if (other.loops[0].parallel) return "the program has a parallel loop already";
+        }
     return nullptr;
 }
 
@@ -271,6 +275,7 @@ const char *why_illegal(const Program &p, Action a) {
             const Loop &parent = nest.loops[size_t(pos.depth - 1)];
             if (parent.var == cur.var) return "the parent loop has the same variable";
             if (cur.vectorize) return "a vectorized loop must stay innermost";
+            if (parent.parallel) return "a parallel loop must stay outermost";
             return nullptr;
         }
         case Action::SwapDown: {
@@ -278,6 +283,7 @@ const char *why_illegal(const Program &p, Action a) {
             const Loop &child = nest.loops[size_t(pos.depth + 1)];
             if (child.var == cur.var) return "the child loop has the same variable";
             if (child.vectorize) return "a vectorized loop must stay innermost";
+            if (cur.parallel) return "a parallel loop must stay outermost";
             return nullptr;
         }
         case Action::Merge:
@@ -287,6 +293,7 @@ const char *why_illegal(const Program &p, Action a) {
         case Action::Unroll:
             if (cur.unroll) return "the loop is already unrolled";
             if (cur.vectorize) return "the loop is vectorized";
+            if (cur.parallel) return "the loop is parallel";
             if (cur.size + (cur.tail > 0) < 2) return "the loop has a single iteration";
             if (unrolled_product(nest) * (cur.size + (cur.tail > 0)) > kMaxUnrollProduct)
                 return "the unrolled body would exceed the unroll limit";
@@ -296,6 +303,7 @@ const char *why_illegal(const Program &p, Action a) {
             if (cur.vectorize) return "the loop is already vectorized";
             if (pos.depth != last) return "only the innermost loop of a nest can be vectorized";
             if (cur.unroll) return "the loop is unrolled";
+            if (cur.parallel) return "the loop is parallel";
             if (cur.size < 2) return "the loop has a single iteration";
             if (cur.size > kMaxVectorWidth) return "the loop is wider than the widest vector";
             return nullptr;
@@ -307,6 +315,9 @@ const char *why_illegal(const Program &p, Action a) {
             detail::PackPlan plan;
             return detail::pack_plan(p, pos.nest, pos.depth, plan);
         }
+        case Action::Parallel:
+            if (cur.parallel) return "the loop is already parallel";
+            return parallel_rule(*p.comp, t, pos.nest, pos.depth);
         LT_SPLIT_CASES break;  // answered above, from split_factor
     }
     // clang-format on
@@ -326,7 +337,8 @@ ApplyResult try_apply(const Program &p, Action a) {
         int64_t inner = inner_coverage(nest, pos.depth);
         int64_t e = cur.size * inner + cur.tail;
         int64_t chunk = int64_t(f) * inner;
-        Loop outer{cur.var, e / chunk, e % chunk, false, false};
+        // A parallel loop stays outermost: the outer part keeps the mark.
+        Loop outer{cur.var, e / chunk, e % chunk, false, false, cur.parallel};
         Loop in{cur.var, f, 0, cur.unroll, cur.vectorize};
         loops[d] = outer;
         loops.insert(loops.begin() + std::ptrdiff_t(d) + 1, in);
@@ -349,7 +361,9 @@ ApplyResult try_apply(const Program &p, Action a) {
             int64_t e = coverage(nest, int(pd));
             int64_t inner = inner_coverage(nest, int(d));
             loops.erase(loops.begin() + std::ptrdiff_t(d));
-            loops[pd] = Loop{loops[pd].var, e / inner, e % inner, false, false};
+            // The merged loop stays parallel while it has iterations to share.
+            const bool parallel = loops[pd].parallel && e / inner + (e % inner > 0) >= 2;
+            loops[pd] = Loop{loops[pd].var, e / inner, e % inner, false, false, parallel};
             q.cursor -= int(d - pd);
             break;
         }
@@ -368,6 +382,7 @@ ApplyResult try_apply(const Program &p, Action a) {
                      "pack: legal above, illegal now");
             return {true, nullptr, detail::apply_pack(p, plan)};
         }
+        case Action::Parallel: loops[d].parallel = true; break;
         LT_SPLIT_CASES LT_CHECK(false, "splits are applied above");
     }
     // clang-format on

@@ -19,7 +19,8 @@ struct ScheduleCheckOptions {
     int64_t max_volume = 1 << 20;  ///< cap on a shape's iteration count, keeps the reference fast
     int max_failures_kept = 10;    ///< failures described in full, the first ones
     /// The actions drawn from (ActionSpace::preset): "full", or "layout" to draw `pack` and
-    /// `flatten` too (copies made block by block inside shared loops, lower_fold.h).
+    /// `flatten` too (copies made block by block inside shared loops, lower_fold.h), or
+    /// "threads" to draw `parallel` as well (the Jit's threads run the parallel loops).
     std::string space = "full";
     /// The programs drawn: "contractions" (matmul ~80%, conv2d and elementwise add the rest),
     /// "reductions" (max, min and sum reductions, softmax and layernorm, row_ops.h) or "all"

@@ -290,7 +290,8 @@ public:
                 if (v < 0)
                     throw Error(
                         fmt::format("{}:{}: unknown variable '{}'", source_, pl.line, pl.var));
-                p_.tree.nests[n].loops.push_back({v, pl.size, pl.tail, pl.unroll, pl.vectorize});
+                p_.tree.nests[n].loops.push_back(
+                    {v, pl.size, pl.tail, pl.unroll, pl.vectorize, pl.parallel});
             }
         try {
             comp_->validate();
@@ -366,14 +367,17 @@ private:
     void read_loop(const Words &w, const std::string &where, int lineno) {
         if (p_.tree.nests.empty()) throw Error(fmt::format("{}: 'loop' before any 'nest'", where));
         if (w.size() < 4)
-            throw Error(
-                fmt::format("{}: expected 'loop VAR SIZE TAIL [unroll] [vectorize]'", where));
-        PendingLoop l{w[1], parse_int(w[2], where), parse_int(w[3], where), false, false, lineno};
+            throw Error(fmt::format(
+                "{}: expected 'loop VAR SIZE TAIL [unroll] [vectorize] [parallel]'", where));
+        PendingLoop l{w[1],  parse_int(w[2], where), parse_int(w[3], where), false, false, false,
+                      lineno};
         for (size_t i = 4; i < w.size(); ++i) {
             if (w[i] == "unroll")
                 l.unroll = true;
             else if (w[i] == "vectorize")
                 l.vectorize = true;
+            else if (w[i] == "parallel")
+                l.parallel = true;
             else
                 throw Error(fmt::format("{}: unknown loop annotation '{}'", where, w[i]));
         }
@@ -391,7 +395,7 @@ private:
     struct PendingLoop {
         std::string var;
         int64_t size, tail;
-        bool unroll, vectorize;
+        bool unroll, vectorize, parallel;
         int line;
     };
     const std::string &source_;

@@ -31,6 +31,7 @@ std::string dump(const Program &p, bool show_cursor) {
             out += fmt::format(" : L{}", flat);
             if (l.unroll) out += " [unroll]";
             if (l.vectorize) out += " [vectorize]";
+            if (l.parallel) out += " [parallel]";
             if (int(d) < nest.shared) out += " [shared with the next nest]";
             if (show_cursor && flat == p.cursor) out += " <<<<<< cursor";
             out += "\n";
@@ -73,6 +74,7 @@ std::string serialize(const Program &p) {
             out += fmt::format("loop {} {} {}", c.vars[size_t(l.var)].name, l.size, l.tail);
             if (l.unroll) out += " unroll";
             if (l.vectorize) out += " vectorize";
+            if (l.parallel) out += " parallel";
             out += "\n";
         }
     }

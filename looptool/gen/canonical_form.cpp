@@ -131,31 +131,51 @@ bool in_generated_form(const Computation &c, const std::vector<int> &order, int 
 
 std::optional<MatmulRoles> matmul_roles(const Computation &c) {
     const auto k = contraction(c, 3);
-    if (!k || c.vars.size() != 3) return std::nullopt;
+    if (!k || c.vars.size() < 3 || c.vars.size() > 4) return std::nullopt;
     const Statement &s = *k->product;
-    const std::vector<int> o = plain_vars(c, s.out);
-    const std::vector<int> x = plain_vars(c, s.value.args[0].access),
-                           y = plain_vars(c, s.value.args[1].access);
-    if (o.size() != 2 || x.size() != 2 || y.size() != 2 || o[0] == o[1]) return std::nullopt;
+    std::vector<int> o = plain_vars(c, s.out), x = plain_vars(c, s.value.args[0].access),
+                     y = plain_vars(c, s.value.args[1].access);
+    const size_t dims = c.vars.size() - 1;  // 2, or 3 with a batch variable first
+    if (o.size() != dims || x.size() != dims || y.size() != dims) return std::nullopt;
+    int batch = -1;
+    if (dims == 3) {
+        batch = o[0];
+        if (x[0] != batch || y[0] != batch) return std::nullopt;
+        for (auto *v : {&o, &x, &y}) v->erase(v->begin());
+    }
     const int m = o[0], n = o[1];
+    if (m == n || m == batch || n == batch) return std::nullopt;
     for (int swap = 0; swap < 2; ++swap) {
         const std::vector<int> &av = swap ? y : x, &bv = swap ? x : y;
         const int k_var = av[1];
-        if (av[0] == m && bv[1] == n && bv[0] == k_var && k_var != m && k_var != n)
+        if (av[0] == m && bv[1] == n && bv[0] == k_var && k_var != m && k_var != n &&
+            k_var != batch)
             return MatmulRoles{m,
                                n,
                                k_var,
                                s.value.args[swap].access.tensor,
                                s.value.args[1 - swap].access.tensor,
                                k->out,
-                               k->temp};
+                               k->temp,
+                               batch};
     }
     return std::nullopt;
 }
 
+namespace {
+
+/// generate's declaration order of a matmul's variables: (batch,) m, k, n.
+std::vector<int> matmul_order(const MatmulRoles &r) {
+    std::vector<int> order{r.m, r.k, r.n};
+    if (r.batch >= 0) order.insert(order.begin(), r.batch);
+    return order;
+}
+
+}  // namespace
+
 std::optional<MatmulRoles> generated_matmul(const Computation &c) {
     const auto r = matmul_roles(c);
-    if (!r || !in_generated_form(c, {r->m, r->k, r->n}, r->a)) return std::nullopt;
+    if (!r || !in_generated_form(c, matmul_order(*r), r->a)) return std::nullopt;
     return r;
 }
 
@@ -186,7 +206,7 @@ std::optional<ConvRoles> conv_roles(const Computation &c) {
 
 std::optional<Computation> generated_form(const Computation &c) {
     if (const auto r = matmul_roles(c)) {
-        const std::vector<int> order{r->m, r->k, r->n};
+        const std::vector<int> order = matmul_order(*r);
         if (in_generated_form(c, order, r->a)) return std::nullopt;
         return rebuilt(c, *contraction(c, 3), order, r->a, r->b);
     }

@@ -10,11 +10,13 @@
 
 namespace looptool {
 
-/// The roles of a matmul C[m, n] (+)= A[m, k] * B[k, n]: variable and tensor indices.
-/// `temp` is the temporary of the two-statement form, -1 in the one-statement form.
+/// The roles of a matmul C[m, n] (+)= A[m, k] * B[k, n], or of a batched one C[b, m, n] (+)=
+/// A[b, m, k] * B[b, k, n]: variable and tensor indices. `temp` is the temporary of the
+/// two-statement form, -1 in the one-statement form; `batch` -1 for a plain matmul.
 struct MatmulRoles {
     int m = 0, n = 0, k = 0;
     int a = 0, b = 0, out = 0, temp = -1;
+    int batch = -1;
 };
 
 /// c's roles when it is a matmul in either form: one statement C[m, n] += A[m, k] * B[k, n], or
@@ -23,7 +25,8 @@ struct MatmulRoles {
 std::optional<MatmulRoles> matmul_roles(const Computation &c);
 
 /// c's roles when it is already in generate's form: two statements, the product's operands
-/// A then B, variables declared m, k, n (so its naive nest is generate's: m, k, n then m, n).
+/// A then B, variables declared m, k, n (so its naive nest is generate's: m, k, n then m, n),
+/// a batch variable first (make_bmm).
 std::optional<MatmulRoles> generated_matmul(const Computation &c);
 
 /// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw] in

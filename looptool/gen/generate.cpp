@@ -57,6 +57,28 @@ std::vector<int64_t> parse_range(std::string_view text) {
 
 std::string MatmulShape::name() const { return fmt::format("mm{}_{}_{}", m, n, k); }
 
+Computation make_bmm(int64_t b, int64_t m, int64_t n, int64_t k, std::string name) {
+    Computation c;
+    c.name = name.empty() ? fmt::format("bmm{}_{}_{}_{}", b, m, n, k) : std::move(name);
+    c.vars = {{"b", b}, {"m", m}, {"k", k}, {"n", n}};
+    const int B = 0, M = 1, K = 2, N = 3;
+    c.tensors = {{"A", {b, m, k}, TensorKind::Input},
+                 {"B", {b, k, n}, TensorKind::Input},
+                 {"T", {b, m, n}, TensorKind::Temp},
+                 {"C", {b, m, n}, TensorKind::Output}};
+    auto at = [](int t, std::initializer_list<int> vs) {
+        Access a{t, {}};
+        for (int v : vs) a.index.push_back(Affine::of_var(v));
+        return a;
+    };
+    c.stmts.push_back(
+        {at(2, {B, M, N}), ReduceKind::Sum,
+         Expr::binary(OpKind::Mul, Expr::read(at(0, {B, M, K})), Expr::read(at(1, {B, K, N})))});
+    c.stmts.push_back({at(3, {B, M, N}), ReduceKind::None, Expr::read(at(2, {B, M, N}))});
+    c.validate();
+    return c;
+}
+
 std::vector<MatmulShape> matmul_shapes(std::string_view dim_a, std::string_view dim_b) {
     auto a = split_on(dim_a, ',');
     auto b = split_on(dim_b, ',');
@@ -112,6 +134,21 @@ std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &sh
 
 std::string ConvShape::name() const {
     return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}", n, c, h, w, m, c, kh, kw);
+}
+
+std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
+                                           const std::vector<MatmulShape> &shapes,
+                                           const std::string &dir) {
+    std::vector<ComputationPtr> comps;
+    for (int64_t b : batches)
+        for (const MatmulShape &s : shapes) {
+            if (double(b) * double(std::max({s.m * s.k, s.k * s.n, s.m * s.n})) >
+                double(kMaxTensorElements))
+                throw Error(fmt::format("shape {}x{}x{}x{}: a tensor above 2^31 elements", b, s.m,
+                                        s.n, s.k));
+            comps.push_back(std::make_shared<const Computation>(make_bmm(b, s.m, s.n, s.k)));
+        }
+    return write_dataset(comps, dir);
 }
 
 std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b) {

@@ -36,6 +36,17 @@ struct ConvShape {
     std::string name() const;
 };
 
+/// C[b,m,n] = sum_k A[b,m,k] * B[b,k,n]: a batch of b matmuls (attention's Q.K^T and P.V per
+/// head), in make_matmul's form with the batch variable declared first (the naive nest b, m,
+/// k, n then b, m, n). Named bmm{b}_{m}_{n}_{k} unless `name` is given.
+Computation make_bmm(int64_t b, int64_t m, int64_t n, int64_t k, std::string name = "");
+
+/// Writes one batched matmul (make_bmm) per batch size and shape into `dir`, like
+/// write_matmul_dataset.
+std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
+                                           const std::vector<MatmulShape> &shapes,
+                                           const std::string &dir);
+
 /// Every conv from --dimA N_RANGE,C_RANGE,H_RANGE[,W_RANGE] --dimB
 /// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
 /// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:

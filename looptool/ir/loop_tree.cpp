@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "looptool/ir/error.h"
 
@@ -189,6 +190,61 @@ void check_nest_stmts(const Computation &c, const Nest &nest, size_t ni, std::ve
 
 }  // namespace
 
+namespace {
+// The dimension of `a` indexed by `var` alone (other terms only over variables of extent 1):
+// (dimension, coefficient, offset), or dimension -1.
+struct OwnDim {
+    int dim = -1;
+    int64_t coef = 0, offset = 0;
+    bool operator==(const OwnDim &) const = default;
+};
+OwnDim own_dim(const Computation &c, const Access &a, int var) {
+    for (size_t i = 0; i < a.index.size(); ++i) {
+        const Affine &f = a.index[i];
+        if (f.coef_of(var) == 0) continue;
+        bool alone = true;
+        for (const auto &t : f.terms)
+            if (t.var != var && t.coef != 0 && c.vars[size_t(t.var)].extent != 1) alone = false;
+        if (alone) return {int(i), f.coef_of(var), f.offset};
+    }
+    return {};
+}
+}  // namespace
+
+const char *parallel_rule(const Computation &c, const LoopTree &t, int ni, int depth) {
+    const Nest &nest = t.nests[size_t(ni)];
+    const Loop &l = nest.loops[size_t(depth)];
+    if (depth != 0) return "only the outermost loop of a nest can be parallel";
+    if (nest.shared > 0 || (ni > 0 && t.nests[size_t(ni - 1)].shared > 0))
+        return "the loop is shared with the copy nest of a packed block";
+    if (l.unroll) return "the loop is unrolled";
+    if (l.vectorize) return "the loop is vectorized";
+    if (l.size + (l.tail > 0) < 2) return "the loop has a single iteration";
+    std::vector<int> written;
+    for (int s : nest.stmts) written.push_back(c.stmts[size_t(s)].out.tensor);
+    for (int w : written) {
+        std::optional<OwnDim> seen;
+        for (int s : nest.stmts) {
+            const Statement &stmt = c.stmts[size_t(s)];
+            std::vector<const Access *> uses;
+            collect_reads(stmt.value, uses);
+            uses.push_back(&stmt.out);
+            for (const Access *a : uses) {
+                if (a->tensor != w) continue;
+                const OwnDim d = own_dim(c, *a, l.var);
+                if (d.dim < 0)
+                    return "the loop's variable does not alone index a dimension of every "
+                           "tensor the nest writes (a reduction over it would race)";
+                if (seen && !(*seen == d))
+                    return "a tensor the nest writes is accessed at two different elements "
+                           "along the loop's variable";
+                seen = d;
+            }
+        }
+    }
+    return nullptr;
+}
+
 void validate_loop_tree(const Computation &c, const LoopTree &t) {
     std::vector<int> seen(c.stmts.size(), 0);
     for (size_t ni = 0; ni < t.nests.size(); ++ni) {
@@ -199,6 +255,10 @@ void validate_loop_tree(const Computation &c, const LoopTree &t) {
         check_loop_shapes(c, nest, ni);
         check_shared_loops(t, ni);
         check_nest_stmts(c, nest, ni, seen);
+        for (size_t d = 0; d < nest.loops.size(); ++d)
+            if (nest.loops[d].parallel)
+                if (const char *why = parallel_rule(c, t, int(ni), int(d)))
+                    throw Error(fmt::format("nest {} loop {}: parallel: {}", ni, d, why));
     }
     for (size_t s = 0; s < seen.size(); ++s)
         if (seen[s] != 1)
@@ -230,8 +290,8 @@ std::string schedule_key(const Program &p) {
         if (nest.shared) key += fmt::format("h{}", nest.shared);
         for (int s : nest.stmts) key += fmt::format("s{}", s);
         for (const auto &l : nest.loops)
-            key += fmt::format(":{},{},{}{}{}", l.var, l.size, l.tail, l.unroll ? "u" : "",
-                               l.vectorize ? "v" : "");
+            key += fmt::format(":{},{},{}{}{}{}", l.var, l.size, l.tail, l.unroll ? "u" : "",
+                               l.vectorize ? "v" : "", l.parallel ? "p" : "");
     }
     return key;
 }

@@ -25,6 +25,9 @@ struct Loop {
     int64_t tail = 0;
     bool unroll = false;
     bool vectorize = false;
+    /// The loop's iterations run across threads, in contiguous chunks (docs/actions.md,
+    /// `parallel`; parallel_rule() says where that is allowed).
+    bool parallel = false;
     bool operator==(const Loop &) const = default;
 };
 
@@ -68,8 +71,18 @@ int64_t coverage(const Nest &nest, int depth);
 /// LoopTune's m, k, n compute nest followed by the m, n write nest.
 LoopTree naive_loop_tree(const Computation &c);
 
+/// nullptr when loop `depth` of nest `ni` may run its iterations in parallel, else why not:
+/// the outermost loop of a nest that shares no loops with another (a `pack`ed block's copy
+/// nest), not unrolled or vectorized, with two iterations at least, whose variable alone indexes
+/// one dimension of every tensor the nest writes, the same dimension, coefficient and offset in
+/// every access of that tensor in the nest (reads included). Then two iterations touch disjoint
+/// elements of what the nest writes, and read nothing another iteration writes; a reduction over
+/// the variable is refused (its iterations would add into the same elements).
+const char *parallel_rule(const Computation &c, const LoopTree &t, int ni, int depth);
+
 /// Throws Error if the tree does not schedule exactly the computation's statements, each once,
-/// with loops whose outermost per-var coverage equals the var's extent.
+/// with loops whose outermost per-var coverage equals the var's extent, or if a parallel loop
+/// breaks parallel_rule().
 void validate_loop_tree(const Computation &c, const LoopTree &t);
 
 /// A computation, its schedule and the cursor (a flat loop index): one environment state.

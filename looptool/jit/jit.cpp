@@ -20,6 +20,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "looptool/lower/lower_internal.h"
 #include "looptool/lower/lower_runtime.h"
 #include "looptool/lower/optimize.h"
@@ -58,8 +59,22 @@ struct Jit::Impl {
     std::unordered_map<std::string, Entry> cache;
     std::list<std::string> lru;
     int next_id = 0;
-    bool timing = false;     // LOOPTOOL_JIT_TIMING: per-phase times to stderr
-    double last_opt_ms = 0;  // time of the IR pipeline in the last compile
+    bool timing = false;               // LOOPTOOL_JIT_TIMING: per-phase times to stderr
+    double last_opt_ms = 0;            // time of the IR pipeline in the last compile
+    std::unique_ptr<ThreadPool> pool;  // with threads > 1: what parallel kernels run on
+
+    // The pool and its entry, for the kernels' `looptool_thread_pool` and
+    // `looptool_parallel_for` (lower_runtime.h): absolute symbols in this Jit's own dylib.
+    void define_pool_symbols() {
+        llvm::orc::SymbolMap syms;
+        syms[lljit->mangleAndIntern("looptool_parallel_for")] = {
+            llvm::orc::ExecutorAddr::fromPtr(&looptool_parallel_for),
+            llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+        syms[lljit->mangleAndIntern("looptool_thread_pool")] = {
+            llvm::orc::ExecutorAddr::fromPtr(pool.get()), llvm::JITSymbolFlags::Exported};
+        check(lljit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(syms))),
+              "defining the thread pool's symbols");
+    }
 
     void optimize(llvm::Module &m) {
         if (options.verbose) {
@@ -106,6 +121,14 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     // The runtime functions kernels call (lower_runtime.h), compiled on the first lookup of a
     // kernel that calls one, then shared by every kernel.
     impl->options.lower.shared_runtime = true;
+    if (options.threads < 0)
+        throw Error(
+            fmt::format("threads {}: must be 0 (every usable core) or more", options.threads));
+    impl->options.lower.threads = options.threads == 0 ? usable_cores() : options.threads;
+    if (impl->options.lower.threads > 1) {
+        impl->pool = std::make_unique<ThreadPool>(impl->options.lower.threads);
+        impl->define_pool_symbols();
+    }
     {
         auto ctx = std::make_unique<llvm::LLVMContext>();
         auto m = detail::runtime_module(*ctx);
@@ -176,6 +199,7 @@ std::string Jit::llvm_ir(const Program &p) {
     return lower_to_llvm_ir(p, "looptool_kernel", impl_->options.lower).ir;
 }
 
+int Jit::threads() const { return impl_->options.lower.threads; }
 std::string Jit::host_cpu() const { return impl_->cpu; }
 std::string Jit::host_features() const { return impl_->features; }
 size_t Jit::cache_size() const { return impl_->cache.size(); }

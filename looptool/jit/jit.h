@@ -26,8 +26,13 @@ struct JitOptions {
     /// jit.cpp) before codegen. The lowering already emits register tiles, unrolled and
     /// vectorized code; the passes clean up and vectorize the loops left plain.
     bool optimize_ir = true;
-    /// Lowering choices (copy elision, the static-expansion budget).
+    /// Lowering choices (copy elision, the static-expansion budget). Its `threads` is set
+    /// from `threads` below.
     LowerOptions lower;
+    /// Threads a `parallel` loop runs on, the caller's included (thread_pool.h): the Jit's
+    /// pool has threads - 1 workers, started at the first parallel call. 0: the cores the
+    /// process may use (usable_cores()). 1: parallel marks are ignored, no pool.
+    int threads = 0;
     /// Compiled kernels kept at most; past it the least recently used one is freed. Every
     /// kernel holds a few memory mappings, and a long training run compiles tens of
     /// thousands: unbounded, it ran out of mappings (ENOMEM) after ~30,000 kernels.
@@ -58,6 +63,8 @@ public:
     /// The LLVM IR the lowering produces for p (before optimisation), for inspection.
     std::string llvm_ir(const Program &p);
 
+    /// The threads parallel loops run on (JitOptions::threads resolved).
+    int threads() const;
     std::string host_cpu() const;       // e.g. "znver5"
     std::string host_features() const;  // e.g. "+avx512f,+fma,..."
     size_t cache_size() const;

@@ -84,11 +84,11 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
 
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
     const KernelBody body = create_kernel_body(c, *m, fn_name);
-    const std::vector<bool> zero_started = emit_nests(c, plans, body, sum);
+    const std::vector<bool> zero_started = emit_nests(c, plans, body, sum, options.threads);
     step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies, {} "
-                             "transposing copies",
+                             "transposing copies, {} parallel nests",
                              sum.register_tiles, sum.zero_start_tiles, sum.static_statements,
-                             sum.transposed_copies));
+                             sum.transposed_copies, sum.parallel_nests));
 
     emit_zero_outputs(c, body, zero_started, sum);
     std::vector<std::string> zeroed;

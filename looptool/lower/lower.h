@@ -47,6 +47,11 @@ struct LowerOptions {
     /// Prefetch the next block of an input a register tile walks block by block, where the
     /// hardware does not (lower_prefetch.h).
     bool prefetch_blocks = true;
+    /// Threads a parallel loop's iterations run on (docs/actions.md, `parallel`): above 1 its
+    /// nest's outermost loop is outlined into a function of a range of iterations, which the
+    /// kernel hands to the JIT's thread pool (`looptool_parallel_for`, lower_runtime.h); 1
+    /// ignores the mark (plain loops, no pool call).
+    int threads = 1;
 };
 
 /// What the lowering did, for tests and --verbose.
@@ -59,6 +64,7 @@ struct LoweringSummary {
     int64_t static_statements = 0;    ///< statement copies emitted in total
     int transposed_copies = 0;        ///< copy loops emitted as calls to the 16x16 transpose
     int prefetched_reads = 0;         ///< reads whose next block is prefetched (lower_prefetch.h)
+    int parallel_nests = 0;           ///< nests whose outermost loop runs on the thread pool
     std::vector<int> zeroed_tensors;  ///< tensors set to their reduction's identity at entry
 };
 

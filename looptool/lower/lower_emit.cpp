@@ -276,7 +276,8 @@ void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<V
                   });
 }
 
-KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name) {
+KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name,
+                              bool range) {
     llvm::LLVMContext &ctx = m.getContext();
     IRBuilder<> b(ctx);
     Type *ptr = llvm::PointerType::getUnqual(ctx);
@@ -286,9 +287,10 @@ KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::
     // tell them apart; the exported wrapper unpacks the KernelFn ABI and calls it (inlined).
     std::vector<Type *> params(nt, ptr);
     params.push_back(ptr);
+    if (range) params.insert(params.end(), 2, b.getInt64Ty());
     auto *body_ty = llvm::FunctionType::get(b.getVoidTy(), params, false);
-    body.fn =
-        llvm::Function::Create(body_ty, llvm::Function::InternalLinkage, fn_name + ".body", m);
+    body.fn = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage,
+                                     range ? fn_name : fn_name + ".body", m);
     body.fn->addFnAttr(llvm::Attribute::AlwaysInline);
     body.fn->addFnAttr(llvm::Attribute::NoUnwind);
     for (size_t t = 0; t < nt; ++t) {
@@ -303,6 +305,12 @@ KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::
     }
     body.cancel = body.fn->getArg(unsigned(nt));
     body.cancel->setName("cancel");
+    if (range) {
+        body.begin = body.fn->getArg(unsigned(nt + 1));
+        body.end = body.fn->getArg(unsigned(nt + 2));
+        body.begin->setName("begin");
+        body.end->setName("end");
+    }
     body.entry = BasicBlock::Create(ctx, "entry", body.fn);
     body.nests = BasicBlock::Create(ctx, "nests", body.fn);
     body.ret = BasicBlock::Create(ctx, "ret", body.fn);
@@ -312,14 +320,14 @@ KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::
 }
 
 std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
-                             const KernelBody &body, LoweringSummary &summary) {
+                             const KernelBody &body, LoweringSummary &summary, int threads) {
     IRBuilder<> b(body.fn->getContext());
     b.SetInsertPoint(body.nests);
     std::vector<bool> zero_started(c.stmts.size(), true);
     for (size_t n = 0; n < plans.size(); ++n) {
         if (plans[n].nest.shared) continue;  // emitted inside the next nest's shared loops
         const NestPlan *before = n > 0 && plans[n - 1].nest.shared ? &plans[n - 1] : nullptr;
-        NestEmitter(c, plans[n], before, body, b, zero_started, summary).run();
+        NestEmitter(c, plans[n], before, body, b, zero_started, summary, threads).run();
     }
     b.CreateBr(body.ret);
     return zero_started;

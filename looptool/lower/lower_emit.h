@@ -20,16 +20,21 @@ struct KernelBody {
     llvm::Function *fn = nullptr;
     std::vector<llvm::Value *> args;  ///< per tensor
     llvm::Value *cancel = nullptr;
+    llvm::Value *begin = nullptr, *end = nullptr;  ///< a chunk body's range (i64), else null
     llvm::BasicBlock *entry = nullptr, *nests = nullptr, *ret = nullptr;
 };
 
-KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name);
+/// With `range`, two i64 parameters follow the cancel flag: the iterations [begin, end) of a
+/// parallel loop the body runs (its name then `fn_name` itself).
+KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name,
+                              bool range = false);
 
 /// Emits every nest from its plan, in order, into body.nests, then branches to body.ret.
 /// Returns per statement whether every emission of it was a zero-start register tile (so
 /// its output needs no zeroing).
+/// `threads` > 1: parallel loops run on the JIT's thread pool; 1: as plain loops.
 std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &plans,
-                             const KernelBody &body, LoweringSummary &summary);
+                             const KernelBody &body, LoweringSummary &summary, int threads = 1);
 
 /// Sets, in body.entry, every reduction output some emission of its statement accumulates
 /// into memory to the reduction's identity (memset to zero for a sum, a fill loop for max and

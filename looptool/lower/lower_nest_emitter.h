@@ -60,9 +60,10 @@ class NestEmitter {
 public:
     /// `before`: the plan of a nest that shares this one's first loops (Nest::shared), emitted
     /// inside them.
+    /// `threads` > 1: a parallel outermost loop runs on the JIT's thread pool (run_parallel).
     NestEmitter(const Computation &c, const NestPlan &plan, const NestPlan *before,
                 const KernelBody &body, IRBuilder<> &b, std::vector<bool> &zero_started,
-                LoweringSummary &sum)
+                LoweringSummary &sum, int threads = 1)
         : c_(c),
           plan_(plan),
           before_(before),
@@ -71,7 +72,8 @@ public:
           b_(b),
           ctx_(b.getContext()),
           zero_started_(zero_started),
-          sum_(sum) {
+          sum_(sum),
+          threads_(threads) {
         if (before_) slots_.insert(slots_.end(), before_->slots.begin(), before_->slots.end());
         f32_ = Type::getFloatTy(ctx_);
         i64_ = Type::getInt64Ty(ctx_);
@@ -79,12 +81,21 @@ public:
     }
 
     void run() {
+        if (threads_ > 1 && plan_.nest.loops[0].parallel && !before_) {
+            run_parallel();
+            return;
+        }
         if (plan_.mode == NestMode::Generic) {
             std::vector<Value *> idx(c_.vars.size(), b_.getInt64(0)), av;
             for (const auto &v : c_.vars) av.push_back(b_.getInt64(uint64_t(v.extent)));
             emit_generic(0, idx, av);
             return;
         }
+        emit(0, initial_state());
+    }
+
+private:
+    State initial_state() const {
         State st;
         for (const auto &v : c_.vars) st.avail.push_back(v.extent);
         st.stat.assign(c_.vars.size(), 0);
@@ -93,10 +104,13 @@ public:
             st.mult.push_back(kBufferAlignFloats);
             st.bias.push_back(0);
         }
-        emit(0, st);
+        return st;
     }
-
-private:
+    /// The nest's outermost loop outlined into a function of a range of its iterations, and
+    /// here a call of the runtime that runs the ranges on the thread pool (lower_parallel.cpp).
+    void run_parallel();
+    /// In the outlined function: the iterations [body_.begin, body_.end) of the outermost loop.
+    void emit_chunk_range();
     /// At the end of the shared loops: the nest that shares them, in the same context.
     void emit_before(size_t d, const State &st) {
         NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
@@ -195,6 +209,7 @@ private:
     llvm::LLVMContext &ctx_;
     std::vector<bool> &zero_started_;  // per statement: every emission was a zero-start tile
     LoweringSummary &sum_;
+    int threads_ = 1;
     Type *f32_, *i64_, *i32_;
     /// Generic emission: each var's index where the shared loops end (rebase()'s counterpart).
     std::vector<Value *> block_start_;

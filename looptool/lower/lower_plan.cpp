@@ -316,9 +316,9 @@ std::string describe(const Computation &c, const NestPlan &p) {
     std::vector<std::string> loops, tiles;
     for (size_t d = 0; d < p.nest.loops.size(); ++d) {
         const Loop &l = p.nest.loops[d];
-        loops.push_back(fmt::format("{}:{}{}{}{}", names[d], l.size,
+        loops.push_back(fmt::format("{}:{}{}{}{}{}", names[d], l.size,
                                     l.tail ? fmt::format("r{}", l.tail) : "", l.unroll ? "u" : "",
-                                    l.vectorize ? "v" : ""));
+                                    l.vectorize ? "v" : "", l.parallel ? "p" : ""));
     }
     for (size_t i = 0; i < p.nest.stmts.size(); ++i)
         if (p.region[i] >= 0)

@@ -135,6 +135,24 @@ llvm::Function *transpose_function(llvm::Module &m, int rows) {
     return f;
 }
 
+llvm::Function *parallel_for_function(llvm::Module &m) {
+    const char *name = "looptool_parallel_for";
+    if (llvm::Function *f = m.getFunction(name)) return f;
+    llvm::LLVMContext &ctx = m.getContext();
+    llvm::Type *ptr = llvm::PointerType::getUnqual(ctx), *i64 = llvm::Type::getInt64Ty(ctx);
+    auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64}, false);
+    llvm::Function *f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    return f;
+}
+
+llvm::GlobalVariable *thread_pool_global(llvm::Module &m) {
+    const char *name = "looptool_thread_pool";
+    if (llvm::GlobalVariable *g = m.getGlobalVariable(name)) return g;
+    return new llvm::GlobalVariable(m, llvm::Type::getInt8Ty(m.getContext()), false,
+                                    llvm::GlobalValue::ExternalLinkage, nullptr, name);
+}
+
 void define_runtime_functions(llvm::Module &m) {
     for (int rows : kTransposeRows)
         if (llvm::Function *f = m.getFunction(transpose_name(rows)); f && f->isDeclaration()) {

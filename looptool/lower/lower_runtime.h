@@ -17,6 +17,14 @@ namespace looptool::detail {
 /// `rows_per_block` and run of 4, in blocks of that many rows transposed in registers.
 llvm::Function *transpose_function(llvm::Module &m, int rows_per_block);
 
+/// The declaration in m of `void looptool_parallel_for(ptr pool, ptr body, ptr ctx, i64 n)`:
+/// runs body(ctx, begin, end) over [0, n) in contiguous chunks on the thread pool `pool`
+/// (looptool/jit/thread_pool.h). A JIT defines it and `looptool_thread_pool` per Jit; no module
+/// defines them itself (a module lowered with LowerOptions::threads 1 never uses them).
+llvm::Function *parallel_for_function(llvm::Module &m);
+/// The declaration in m of the external global `looptool_thread_pool`: the pool's address.
+llvm::GlobalVariable *thread_pool_global(llvm::Module &m);
+
 /// Gives every runtime function m declares its body, with internal linkage: m then stands
 /// alone (LowerOptions::shared_runtime false).
 void define_runtime_functions(llvm::Module &m);
