@@ -30,7 +30,8 @@ using Run = std::function<int()>;
     X("tune", add_tune)               \
     X("slurm-train", add_slurm_train) \
     X("export", add_export)           \
-    X("policy", add_policy)
+    X("policy", add_policy)           \
+    X("lib", add_lib)
 
 #define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
 LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py, family_coverage.py and program_forms.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
-# neighbour_keep.py on two small runs, results.py on two small compare runs, and their errors. Usage: scripts_test.sh BUILD_DIR
+# neighbour_keep.py on two small runs, results.py on two small compare runs, lib_speed.sh on two
+# tiny shapes, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -127,4 +128,11 @@ grep -q "not a directory" "$tmp/e1" && ! grep -q Traceback "$tmp/e1" || fail "$(
 if "$py" "$here/family_coverage.py" --shapes bogus --out "$tmp/y" --build "$build" \
     > "$tmp/e2" 2>&1; then fail "a bad shape was accepted"; fi
 grep -q "bogus: error: bad shape" "$tmp/e2" && ! grep -q Traceback "$tmp/e2" || fail "$(cat "$tmp/e2")"
+# lib_speed.sh end to end on two tiny shapes: tune, lib build, both sides checked and timed.
+"$here/lib_speed.sh" --build "$build" --out "$tmp/lib" --shapes "32,48,64 17,33,9" \
+    --budget-s 0.1 --core 0 > "$tmp/lib.log" 2>&1 || fail "lib_speed.sh: $(tail -3 "$tmp/lib.log")"
+grep -q "^2 kernels: .so/JIT geomean" "$tmp/lib/lib_bench.txt" &&
+    [ -f "$tmp/lib/lib/liblooptune_kernels.so" ] || fail "lib_speed.sh: $(cat "$tmp/lib.log")"
+if "$here/lib_speed.sh" --bogus > "$tmp/e5" 2>&1; then fail "lib_speed.sh took --bogus"; fi
+grep -q "error: unknown option --bogus" "$tmp/e5" || fail "$(cat "$tmp/e5")"
 echo "experiment scripts: ok"

@@ -14,7 +14,8 @@ import sys
 LAYERS = [
     'util', 'looptool/ir', 'looptool/actions', 'looptool/formats', 'looptool/lower',
     'looptool/jit', 'looptool/check', 'looptool/measure', 'looptool/gen', 'env/store', 'env',
-    'search', 'policy', 'rl', 'rl/mpi', 'tune', 'baselines', 'experiments', 'benchmarks', 'cli', 'python',
+    'search', 'policy', 'rl', 'rl/mpi', 'tune', 'lib', 'baselines', 'experiments', 'benchmarks', 'cli',
+    'python',
 ]
 # Folders that may include anything (they test or fuzz every layer).
 FREE = ['tests', 'fuzz']

@@ -1,0 +1,145 @@
+// A kernel library (`looptool lib build`) against the JIT, kernel by kernel: for each matmul or
+// conv2d of the machine's schedule library, the .so's lt_sgemm / lt_sconv2d (dlopen, called
+// from C on 64-byte aligned buffers: exactly the shape's tuned kernel behind the dispatch) and
+// the JIT's kernel of the same schedule, side by side in one process. Both are checked against
+// the reference interpreter first; then timed in pairs of calls back to back, the order flipping
+// every pair; GFLOPS are medians over the calls, the ratio the median of the pairs' ratios (a
+// core shared with other work slows both calls of a pair alike). Target: .so >= 0.97x.
+//   taskset -c 1 build/benchmarks/lib_bench --store S --lib DIR   (experiments/lib_speed.sh)
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+
+#include "env/store/measurement_store.h"
+#include "env/store/schedule_library.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
+#include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/jit.h"
+#include "looptool/measure/measure.h"
+#include "util/stats.h"
+
+using namespace looptool;
+
+namespace {
+
+using SgemmFn = int (*)(int64_t, int64_t, int64_t, const float *, const float *, float *);
+using ConvFn = int (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float *,
+                       const float *, float *);
+
+struct Timing {
+    double jit_gflops = 0, lib_gflops = 0;
+    double ratio = 0;  ///< median over the pairs of (JIT time / .so time)
+};
+
+/// Pairs of calls, one of each side back to back (the order flips every pair), so both see the
+/// same load from the other core; at least `pairs` of them and `seconds` in all, after two
+/// warm-up pairs.
+Timing side_by_side(const Computation &c, const std::function<void()> &jit,
+                    const std::function<void()> &lib, int pairs, double seconds) {
+    std::vector<double> tj, tl, ratios;
+    auto once = [](const std::function<void()> &f) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        return seconds_since(t0);
+    };
+    for (int i = 0; i < 2; ++i) jit(), lib();
+    const auto start = std::chrono::steady_clock::now();
+    for (int p = 0; p < pairs || seconds_since(start) < seconds; ++p) {
+        double j, l;
+        if (p % 2 == 0)
+            j = once(jit), l = once(lib);
+        else
+            l = once(lib), j = once(jit);
+        tj.push_back(j);
+        tl.push_back(l);
+        ratios.push_back(j / l);
+    }
+    return {c.flops() / looptune::median(tj) / 1e9, c.flops() / looptune::median(tl) / 1e9,
+            looptune::median(ratios)};
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"A kernel library's kernels (lt_sgemm, lt_sconv2d) vs the JIT, same schedules"};
+    std::string store, dir, machine, only;
+    int pairs = 21;
+    double seconds = 0.3;
+    app.add_option("--store", store, "Store whose schedule library the library was built from")
+        ->required();
+    app.add_option("--lib", dir, "Directory `lib build --out` wrote")->required();
+    app.add_option("--machine", machine, "Machine fingerprint (default: this machine's)");
+    app.add_option("--only", only, "Comma-separated kernel names to time (default: all)");
+    app.add_option("--pairs", pairs, "Timed pairs of calls per kernel, at least")
+        ->capture_default_str();
+    app.add_option("--seconds", seconds, "Seconds of timed pairs per kernel, at least")
+        ->capture_default_str();
+    CLI11_PARSE(app, argc, argv);
+    try {
+        if (machine.empty()) machine = looptune::machine_fingerprint(machine_peak_gflops());
+        const auto entries = looptune::ScheduleLibrary::open_read_only(store)->entries(machine);
+        const std::string so = dir + "/liblooptune_kernels.so";
+        void *lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) throw Error(fmt::format("dlopen {}: {}", so, dlerror()));
+        auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "lt_sgemm"));
+        auto conv = reinterpret_cast<ConvFn>(dlsym(lib, "lt_sconv2d"));
+        auto jit = Jit::create();
+        fmt::print("{:<26} {:>9} {:>9} {:>7}\n", "kernel", "JIT GF/s", ".so GF/s", "ratio");
+        std::vector<double> ratios;
+        int below = 0;
+        for (const auto &e : entries) {
+            if (e.kind != "matmul" && e.kind != "conv2d") continue;
+            if (!only.empty() && ("," + only + ",").find("," + e.name + ",") == std::string::npos)
+                continue;
+            const Program p = parse_program(e.program, e.name);
+            const Computation &c = p.computation();
+            Buffers b = make_buffers(c, 1);
+            const Reference want = compute_reference(c, b);
+            std::vector<float *> ptrs = b.pointers(), io;
+            for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
+                for (size_t t = 0; t < c.tensors.size(); ++t)
+                    if (c.tensors[t].kind == kind) io.push_back(ptrs[t]);
+            const KernelFn jfn = jit->compile(p).fn;
+            const auto &s = e.shape;
+            auto call_lib = [&] {
+                const int rc = e.kind == "matmul" ? sgemm(s[0], s[1], s[2], io[0], io[1], io[2])
+                                                  : conv(s[0], s[1], s[2], s[3], s[4], s[5], s[6],
+                                                         io[0], io[1], io[2]);
+                if (rc != 0) throw Error(fmt::format("{}: the library returned {}", e.name, rc));
+            };
+            auto call_jit = [&] { jfn(ptrs.data(), nullptr); };
+            for (auto &[side, call] :
+                 {std::pair<const char *, std::function<void()>>{"JIT", call_jit},
+                  {".so", call_lib}}) {
+                fill_non_inputs(c, b, std::nanf(""));
+                call();
+                const Comparison r = compare_outputs(c, want, b);
+                if (!r.ok)
+                    throw Error(
+                        fmt::format("{} {}: wrong result: {}", e.name, side, r.first_mismatch));
+            }
+            const Timing t = side_by_side(c, call_jit, call_lib, pairs, seconds);
+            const double ratio = t.ratio;
+            ratios.push_back(ratio);
+            below += ratio < 0.97;
+            fmt::print("{:<26} {:>9.1f} {:>9.1f} {:>6.3f}x\n", e.name, t.jit_gflops, t.lib_gflops,
+                       ratio);
+            std::fflush(stdout);
+        }
+        if (ratios.empty()) throw Error("no matmul or conv2d kernel in the library");
+        fmt::print("{} kernels: .so/JIT geomean {:.3f}x, min {:.3f}x, {} below 0.97x\n",
+                   ratios.size(), looptune::geomean(ratios),
+                   *std::min_element(ratios.begin(), ratios.end()), below);
+        dlclose(lib);
+    } catch (const std::exception &e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

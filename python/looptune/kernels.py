@@ -1,0 +1,157 @@
+"""Kernels of a library written by `looptool lib build`, called on numpy arrays.
+
+    lib = looptune.load_library("out/kernels")        # the directory, or the .so itself
+    C = lib.sgemm(A, B)                                # float32 (M, K) @ (K, N) -> (M, N)
+    Y = lib.sconv2d(X, W)                              # NCHW input, OIHW weights, stride 1
+    lib.kernels()                                      # the tuned kernels it holds
+
+Pure Python: ctypes calls the library's C functions (lt_sgemm, lt_sconv2d), and ctypes releases
+the GIL for the duration of each call, so other Python threads run meanwhile. Every input is
+checked before the call: float32 only (anything else raises TypeError, or is converted with
+convert=True), the right number of dimensions and matching sizes (ValueError), and arrays that
+are not C-contiguous or not 64-byte aligned (the kernels' requirement) are copied into aligned
+buffers first (looptune.aligned_empty makes arrays that need none). 0-size inputs give the empty
+or zero result. `out=` writes the result into an existing array (no allocation per call). A
+non-zero return code of the library raises looptune.KernelError.
+"""
+
+import ctypes
+import json
+import os
+
+import numpy as np
+
+__all__ = ["load_library", "KernelLibrary", "KernelError", "aligned_empty"]
+
+_ALIGN = 64
+_LIB_NAME = "liblooptune_kernels.so"
+_CODES = {1: "bad arguments", 3: "out of memory"}
+
+
+class KernelError(RuntimeError):
+    """The library's function returned an error code."""
+
+
+def aligned_empty(shape):
+    """A new C-contiguous float32 array of `shape` whose data starts on a 64-byte boundary: as
+    an input of sgemm or sconv2d it is passed to the kernel without a copy."""
+    shape = tuple(shape) if np.iterable(shape) else (shape,)
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(n + _ALIGN // 4, dtype=np.float32)
+    offset = (-raw.ctypes.data % _ALIGN) // 4
+    return raw[offset:offset + n].reshape(shape)
+
+
+def _as_kernel_input(x, ndim, what, convert):
+    """x as a C-contiguous, 64-byte aligned float32 array of `ndim` dimensions (copied when it
+    is not one already)."""
+    if not isinstance(x, np.ndarray) or x.dtype != np.float32:
+        dtype = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
+        if not convert:
+            raise TypeError(f"{what}: float32 numpy array expected, got {dtype} "
+                            "(pass convert=True to convert)")
+        try:
+            x = np.asarray(x, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{what}: cannot convert to float32: {e}") from None
+    if x.ndim != ndim:
+        raise ValueError(f"{what}: {ndim} dimensions expected, got shape {x.shape}")
+    if x.flags.c_contiguous and x.ctypes.data % _ALIGN == 0:
+        return x
+    out = aligned_empty(x.shape)
+    out[...] = x
+    return out
+
+
+def _ptr(a):
+    return a.__array_interface__["data"][0]  # an int: cheaper than ctypes.data_as
+
+
+def _output(out, shape, what):
+    """`out` checked as the result's array (float32, C-contiguous, `shape`), or a new aligned
+    one; the kernel writes into the returned array, and into `out` after it when they differ."""
+    if out is None:
+        return aligned_empty(shape)
+    if not isinstance(out, np.ndarray) or out.dtype != np.float32:
+        raise TypeError(f"{what}: out must be a float32 numpy array")
+    if out.shape != tuple(shape):
+        raise ValueError(f"{what}: out has shape {out.shape}, the result {tuple(shape)}")
+    if not out.flags.writeable:
+        raise ValueError(f"{what}: out is read-only")
+    if out.flags.c_contiguous and out.ctypes.data % _ALIGN == 0:
+        return out
+    return aligned_empty(shape)
+
+
+def _finish(result, out):
+    if out is not None and result is not out:
+        out[...] = result
+        return out
+    return result
+
+
+class KernelLibrary:
+    """A loaded kernel library; see the module's docstring."""
+
+    def __init__(self, path):
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, _LIB_NAME)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no kernel library (write one with `looptool lib build`)")
+        self.path = path
+        self._lib = ctypes.CDLL(os.path.abspath(path))  # CDLL: the GIL is released per call
+        i64, fp = ctypes.c_int64, ctypes.c_void_p
+        self._sgemm = self._lib.lt_sgemm
+        self._sgemm.argtypes = [i64, i64, i64, fp, fp, fp]
+        self._sgemm.restype = ctypes.c_int
+        self._sconv2d = self._lib.lt_sconv2d
+        self._sconv2d.argtypes = [i64] * 7 + [fp, fp, fp]
+        self._sconv2d.restype = ctypes.c_int
+        info = self._lib.lt_library_info
+        info.restype = ctypes.c_char_p
+        self.manifest = json.loads(info().decode())
+
+    def kernels(self):
+        """The tuned kernels: a list of dicts (function, name, kind, shape, gflops, verified)."""
+        keys = ("function", "name", "kind", "shape", "gflops", "verified")
+        return [{k: e[k] for k in keys} for e in self.manifest["kernels"]]
+
+    @staticmethod
+    def _check(rc, what):
+        if rc != 0:
+            raise KernelError(f"{what}: the library returned {rc} ({_CODES.get(rc, 'unknown error')})")
+
+    def sgemm(self, A, B, *, convert=False, out=None):
+        """A @ B for float32 matrices A (M, K) and B (K, N): a new (M, N) float32 array, or
+        `out` (float32, that shape) filled; reusing an aligned `out` saves allocating it."""
+        A = _as_kernel_input(A, 2, "sgemm: A", convert)
+        B = _as_kernel_input(B, 2, "sgemm: B", convert)
+        (m, k), (k2, n) = A.shape, B.shape
+        if k != k2:
+            raise ValueError(f"sgemm: A is {A.shape} and B is {B.shape}: inner sizes differ")
+        C = _output(out, (m, n), "sgemm")
+        self._check(self._sgemm(m, n, k, _ptr(A), _ptr(B), _ptr(C)), "sgemm")
+        return _finish(C, out)
+
+    def sconv2d(self, X, W, *, convert=False, out=None):
+        """The convolution of X (N, CI, H, W) with weights W (CO, CI, KH, KW), stride 1, no
+        padding: a new (N, CO, H - KH + 1, W - KW + 1) float32 array, or `out` filled."""
+        X = _as_kernel_input(X, 4, "sconv2d: X", convert)
+        W = _as_kernel_input(W, 4, "sconv2d: W", convert)
+        (n, ci, h, w), (co, ci2, kh, kw) = X.shape, W.shape
+        if ci != ci2:
+            raise ValueError(f"sconv2d: X is {X.shape} and W is {W.shape}: channels differ")
+        if kh < 1 or kw < 1 or kh > h or kw > w:
+            raise ValueError(f"sconv2d: kernel {kh}x{kw} does not fit the {h}x{w} image")
+        Y = _output(out, (n, co, h - kh + 1, w - kw + 1), "sconv2d")
+        self._check(self._sconv2d(n, ci, h, w, co, kh, kw, _ptr(X), _ptr(W), _ptr(Y)), "sconv2d")
+        return _finish(Y, out)
+
+    def __repr__(self):
+        return f"KernelLibrary({self.path!r}, {len(self.manifest['kernels'])} kernels)"
+
+
+def load_library(path):
+    """The kernel library at `path`: a directory `looptool lib build --out` wrote, or its .so."""
+    return KernelLibrary(path)
