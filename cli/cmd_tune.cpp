@@ -138,7 +138,8 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW[,STRIDE[,PAD]] (images, input "
                     "channels, input rows and columns, output channels, kernel rows and columns; "
                     "stride 1 unless given; no padding; repeatable)");
-    cmd->add_option("--policy", o.policy, "Policy file (default: the shipped policies/default.policy)");
+    cmd->add_option("--policy", o.policy,
+                    "Policy file (default: the shipped policies/default.policy)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
     add_threads_option(cmd, o.threads);
     cmd->add_option("--library", o.library,
