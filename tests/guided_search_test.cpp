@@ -439,8 +439,9 @@ TEST(GuidedSearchCli, TuneTakesAShapeInsteadOfAFile) {
     EXPECT_EQ(j[0]["benchmark"], "mm48_64_32");
     EXPECT_GE(j[0]["gflops"].get<double>(), j[0]["base_gflops"].get<double>());
     EXPECT_GT(j[1]["gflops"].get<double>(), 0);
-    for (const char *bad : {"--matmul 48,64", "--matmul 48,64,0", "--matmul 48,x,2",
-                            "--conv 1,8,10,10,16,3", "--conv 1,8,10,10,16,3,3,2", ""}) {
+    for (const char *bad :
+         {"--matmul 48,64", "--matmul 48,64,0", "--matmul 48,x,2", "--conv 1,8,10,10,16,3",
+          "--conv 1,8,10,10,16,3,3,2,1", "--conv 1,8,10,10,16,3,3,0", ""}) {
         r = tests::run_cli(dir, std::string("tune ") + bad);
         EXPECT_EQ(r.exit_code, 1) << bad;
         EXPECT_NE(r.err.find("error:"), std::string::npos) << bad << ": " << r.err;

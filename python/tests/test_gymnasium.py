@@ -141,7 +141,7 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
         self.assertEqual(env.benchmarks, [])
         self.assertIn("m", env.render())
         self.assertIn(obs, env.observation_space)
-        with self.assertRaisesRegex(looptune.Error, "LoopToolEnv: matmul takes 3 extents"):
+        with self.assertRaisesRegex(looptune.Error, "LoopToolEnv: matmul takes 3 "):
             looptune.LoopToolEnv(matmul=(32, 48))
         with self.assertRaisesRegex(looptune.Error, "exactly one"):
             looptune.LoopToolEnv(benchmark=bench(), matmul=(32, 48, 16))
