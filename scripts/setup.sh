@@ -71,9 +71,11 @@ main_job() {
   "$cli" read --bench "$data/mm96_128_100" \
     --actions split_8,down,swap_down,down,split_16,swap_up,down,unroll,down,vectorize,up,up,up,split_16
   # Tune one of LoopTune's test benchmarks with the shipped policy (policies/default.policy) in a
-  # fraction of a second, then with a search baseline (10 s budget, 16 actions) for contrast.
+  # fraction of a second (a search each run: --retune), ask again (answered from the schedule
+  # library), then tune with a search baseline (10 s budget, 16 actions) for contrast.
   local bench="$ROOT/../shared/corpus/looptune/mm64_256_16_range/mm112_208_256"
-  "$cli" tune --bench "$bench" --verify
+  "$cli" tune --bench "$bench" --verify --retune
+  "$cli" tune --bench "$bench"
   "$cli" search --bench "$bench" --algo beam4bfs --steps 16 --budget-s 10
 }
 
