@@ -323,7 +323,10 @@ struct Library {
     std::unique_ptr<looptune::ScheduleLibrary> lib;
     std::string machine;
 
-    explicit Library(const TuneOptions &o) : lib(looptune::open_tune_library(o.library, o.store)) {
+    explicit Library(const TuneOptions &o) {
+        std::string warning;
+        lib = looptune::open_tune_library(o.library, o.store, &warning);
+        if (!warning.empty()) fmt::print(stderr, "warning: {}\n", warning);
         if (lib)
             machine =
                 looptune::library_machine(o.threads == 0 ? looptool::usable_cores() : o.threads);

@@ -68,7 +68,8 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
                  const std::optional<std::string> &library, bool retune) {
     const Program start = tune_start(benchmark, matmul, conv);
     py::gil_scoped_release release;
-    auto lib = looptune::open_tune_library(library.value_or(""), store.value_or(""));
+    std::string warning;  // the default library could not be opened: tuned without it
+    auto lib = looptune::open_tune_library(library.value_or(""), store.value_or(""), &warning);
     const std::string machine = lib ? looptune::library_machine() : "";
     if (lib && !retune)
         if (const auto a = looptune::library_answer(*lib, machine, start)) {
@@ -90,6 +91,7 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
     py::dict d = result_dict(r);
     d["policy"] = path;
     d["from_library"] = false;
+    if (!warning.empty()) d["library_warning"] = warning;
     if (lib) {
         d["library"] = lib->path();
         d["filed"] = filed;

@@ -145,6 +145,26 @@ TEST(ScheduleLibrary, DefaultPathFollowsTheEnvironment) {
         unsetenv("LOOPTUNE_LIBRARY");
 }
 
+// The user's cache that cannot hold a library: tune goes on without one, saying why; a library
+// the user named that cannot be opened is an error.
+TEST(ScheduleLibrary, AnUnusableDefaultLibraryIsAWarningANamedOneAnError) {
+    tests::TempDir dir("library");
+    tests::write(dir, "file", "not a folder\n");
+    const char *old_lib = std::getenv("LOOPTUNE_LIBRARY"), *old_xdg = std::getenv("XDG_CACHE_HOME");
+    const std::string saved_lib = old_lib ? old_lib : "", saved_xdg = old_xdg ? old_xdg : "";
+    unsetenv("LOOPTUNE_LIBRARY");
+    setenv("XDG_CACHE_HOME", (dir / "file").c_str(), 1);  // under a file: no folder there
+    std::string warning;
+    EXPECT_EQ(looptune::open_tune_library("", "", &warning), nullptr);
+    EXPECT_NE(warning.find("no schedule library"), std::string::npos) << warning;
+    EXPECT_THROW(looptune::open_tune_library(dir / "file/lib.sqlite", "", &warning), Error);
+    if (old_lib) setenv("LOOPTUNE_LIBRARY", saved_lib.c_str(), 1);
+    if (old_xdg)
+        setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+}
+
 // tune --matmul twice on one library: the first searches and files a verified schedule, the
 // second answers with it (no policy loaded), --retune searches again.
 TEST(ScheduleLibrary, TuneAnswersASecondRunFromTheLibrary) {

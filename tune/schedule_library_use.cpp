@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "env/store/measurement_store.h"
@@ -59,14 +60,21 @@ Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e) {
 }
 
 std::unique_ptr<ScheduleLibrary> open_tune_library(const std::string &option,
-                                                   const std::string &store) {
+                                                   const std::string &store, std::string *warning) {
     const std::string path = option.empty() ? ScheduleLibrary::default_path(store) : option;
     if (path.empty() || path == "off") return nullptr;
     // The cache folder may not exist yet; any other problem is open()'s to name.
     std::error_code ec;
     if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
         std::filesystem::create_directories(dir, ec);
-    return ScheduleLibrary::open(path);
+    const bool named = !option.empty() || !store.empty() || std::getenv("LOOPTUNE_LIBRARY");
+    try {
+        return ScheduleLibrary::open(path);
+    } catch (const looptool::Error &e) {
+        if (named) throw;
+        if (warning) *warning = fmt::format("no schedule library: {}", e.what());
+        return nullptr;
+    }
 }
 
 std::string verify_and_file(ScheduleLibrary &lib, const std::string &machine, Environment &env,

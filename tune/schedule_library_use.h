@@ -38,9 +38,12 @@ enum class Filed { Added, Replaced, KeptFaster, NotVerified };
 Filed file_result(ScheduleLibrary &lib, const LibraryEntry &e);
 
 /// tune's library: the store at `option` when given, else ScheduleLibrary::default_path(store)
-/// (its folder created when missing); null for "off" or no path.
+/// (its folder created when missing); null for "off" or no path. A library the user named that
+/// cannot be opened throws looptool::Error; the default one (the user's cache) gives null and
+/// says why in `*warning` instead: tuning goes on without it.
 std::unique_ptr<ScheduleLibrary> open_tune_library(const std::string &option,
-                                                   const std::string &store);
+                                                   const std::string &store,
+                                                   std::string *warning = nullptr);
 
 /// Checks r's chosen kernel with env.verify(), files it (file_result()) and says what happened:
 /// "added", "replaced", "kept the library's faster schedule", or why it was not filed.
