@@ -61,31 +61,16 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
     std::vector<Target> out;
     for (const std::string &b : benches)
         out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
-    for (const std::string &s : matmuls) {
-        const auto d = shape_numbers("--matmul", s, 3);
-        out.push_back({s, [d] {
-                           return Program::naive(
-                               std::make_shared<const Computation>(make_matmul(d[0], d[1], d[2])));
-                       }});
-    }
-    for (const std::string &s : bmms) {
-        const auto d = shape_numbers("--bmm", s, 4);
-        out.push_back({s, [d] {
-                           return Program::naive(std::make_shared<const Computation>(
-                               make_bmm(d[0], d[1], d[2], d[3])));
-                       }});
-    }
-    for (const std::string &s : convs) {
-        const auto d = shape_numbers("--conv", s, 7, 2);
-        if (d.size() > 8 && d[8] != 0)
-            throw Error(fmt::format("--conv {}: padding cannot be expressed yet (pad 0 only)", s));
-        const int64_t stride = d.size() > 7 ? d[7] : 1;
-        out.push_back(
-            {s, [d, stride] {
-                 return Program::naive(std::make_shared<const Computation>(
-                     make_strided_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6], stride)));
-             }});
-    }
+    // Built here: a shape that cannot be expressed fails the whole command, before any tuning.
+    auto add = [&](const std::string &option, const std::string &kind, const std::string &s,
+                   size_t count, size_t optional) {
+        const Computation c =
+            computation_of_shape(option + " " + s, kind, shape_numbers(option, s, count, optional));
+        out.push_back({s, [c] { return Program::naive(std::make_shared<const Computation>(c)); }});
+    };
+    for (const std::string &s : matmuls) add("--matmul", "matmul", s, 3, 0);
+    for (const std::string &s : bmms) add("--bmm", "bmm", s, 4, 0);
+    for (const std::string &s : convs) add("--conv", "conv", s, 7, 2);
     if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul, --bmm or --conv)");
     return out;
 }

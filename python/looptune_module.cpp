@@ -74,21 +74,8 @@ Program tune_start(const std::optional<std::string> &benchmark,
                         "conv=(N, CI, H, W, CO, KH, KW)",
                         who));
     if (benchmark) return looptool::tuning_start(load_program_file(*benchmark));
-    const std::vector<int64_t> &d = matmul ? *matmul : *conv;
-    // A matmul of four extents is batched (Python's bmm=).
-    if (matmul ? d.size() != 3 && d.size() != 4 : d.size() != 7)
-        throw Error(fmt::format("{}: {} takes {} extents, not {}", who, matmul ? "matmul" : "conv",
-                                matmul ? "3 (or 4 batched)" : "7", d.size()));
-    for (int64_t v : d)
-        if (v < 1 || v > looptool::kMaxExtent)
-            throw Error(
-                fmt::format("{}: extent {} is not in [1, {}]", who, v, looptool::kMaxExtent));
-    auto comp = [&] {
-        if (!matmul) return looptool::make_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6]);
-        return d.size() == 4 ? looptool::make_bmm(d[0], d[1], d[2], d[3])
-                             : looptool::make_matmul(d[0], d[1], d[2]);
-    };
-    return Program::naive(std::make_shared<const looptool::Computation>(comp()));
+    return Program::naive(std::make_shared<const looptool::Computation>(
+        looptool::computation_of_shape(who, matmul ? "matmul" : "conv", matmul ? *matmul : *conv)));
 }
 
 namespace {

@@ -260,6 +260,23 @@ TEST(CanonicalForm, StridedConvsTakeTheConvSeeds) {
     EXPECT_THROW(make_strided_conv2d(1, 4, 9, 9, 8, 3, 3, 0), Error);
 }
 
+// tune's shapes (CLI and Python) through one builder.
+TEST(CanonicalForm, ComputationsByShape) {
+    EXPECT_TRUE(computation_of_shape("t", "matmul", {2, 3, 4}) == make_matmul(2, 3, 4));
+    EXPECT_TRUE(computation_of_shape("t", "matmul", {5, 2, 3, 4}) == make_bmm(5, 2, 3, 4));
+    EXPECT_TRUE(computation_of_shape("t", "bmm", {5, 2, 3, 4}) == make_bmm(5, 2, 3, 4));
+    EXPECT_TRUE(computation_of_shape("t", "conv", {1, 2, 9, 9, 4, 3, 3, 2, 0}) ==
+                make_strided_conv2d(1, 2, 9, 9, 4, 3, 3, 2));
+    for (const auto &[kind, d] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"matmul", {2, 3}},
+             {"bmm", {2, 3, 4}},
+             {"conv", {1, 2, 9, 9, 4, 3}},
+             {"conv", {1, 2, 9, 9, 4, 3, 3, 1, 1}},
+             {"matmul", {2, 0, 4}},
+             {"gemm", {2, 3, 4}}})
+        EXPECT_THROW(computation_of_shape("t", kind, d), Error) << kind << " " << d.size();
+}
+
 // What generate writes and LoopTune's corpus holds is left as it is.
 TEST(CanonicalForm, TheCorpusIsAlreadyInGeneratesForm) {
     const std::filesystem::path corpus = LOOPTUNE_CORPUS_DIR;

@@ -157,6 +157,30 @@ Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int
     return c;
 }
 
+Computation computation_of_shape(const std::string &who, const std::string &kind,
+                                 const std::vector<int64_t> &d) {
+    const bool conv = kind == "conv", bmm = kind == "bmm";
+    if (!conv && !bmm && kind != "matmul")
+        throw Error(fmt::format("{}: no computation kind '{}'", who, kind));
+    const bool count_ok =
+        conv ? d.size() >= 7 && d.size() <= 9 : d.size() == 4 || (!bmm && d.size() == 3);
+    if (!count_ok)
+        throw Error(fmt::format("{}: {} takes {} extents, not {}", who, kind,
+                                conv  ? "7 (8 with a stride, 9 with padding)"
+                                : bmm ? "4"
+                                      : "3 (or 4 batched)",
+                                d.size()));
+    for (size_t i = 0; i < d.size() && i < 8; ++i)  // (a padding of 0 is allowed)
+        if (d[i] < 1 || d[i] > kMaxExtent)
+            throw Error(fmt::format("{}: extent {} is not in [1, {}]", who, d[i], kMaxExtent));
+    if (conv && d.size() == 9 && d[8] != 0)
+        throw Error(fmt::format("{}: padding cannot be expressed yet (pad 0 only)", who));
+    if (conv)
+        return make_strided_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                                   d.size() > 7 ? d[7] : 1);
+    return d.size() == 4 ? make_bmm(d[0], d[1], d[2], d[3]) : make_matmul(d[0], d[1], d[2]);
+}
+
 std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
                                            const std::vector<MatmulShape> &shapes,
                                            const std::string &dir) {

@@ -52,6 +52,13 @@ std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
 Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
                                 int64_t kw, int64_t stride, std::string name = "");
 
+/// A computation given by its kind and extents, as `tune --matmul/--bmm/--conv` and Python's
+/// tune(matmul=, bmm=, conv=) give it: "matmul" M, N, K (B, M, N, K: batched), "bmm" B, M, N,
+/// K, "conv" N, CI, H, W, CO, KH, KW[, STRIDE[, PAD]] (pad 0 only). Throws Error starting with
+/// `who` for another count, an extent outside [1, kMaxExtent] or padding.
+Computation computation_of_shape(const std::string &who, const std::string &kind,
+                                 const std::vector<int64_t> &d);
+
 /// Every conv from --dimA N_RANGE,C_RANGE,H_RANGE[,W_RANGE] --dimB
 /// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
 /// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:
