@@ -16,7 +16,7 @@ namespace {
 
 struct Opts {
     looptune::CompareConfig c;
-    std::string split = "test", methods, benchmarks, policy;
+    std::string split = "test", methods, benchmarks, policy, untrained;
     bool json = false, no_plots = false;
     CLI::Option *benchmarks_option = nullptr;
 };
@@ -30,7 +30,8 @@ void add_options(CLI::App *cmd, Opts &o) {
     cmd->add_option(
            "--methods", o.methods,
            "Comma-separated methods (also: policy, policy-greedy, policy-full, and the ablations "
-           "policy-noseeds, seeds)")
+           "policy-noseeds, seeds; with --untrained: untrained, untrained-greedy, "
+           "untrained-noseeds)")
         ->capture_default_str();
     cmd->add_option("--against", o.c.against,
                     "The reference of the beat/tied/lost counts, one of --methods (default: "
@@ -62,6 +63,11 @@ void add_options(CLI::App *cmd, Opts &o) {
         ->required();
     cmd->add_option("--policy", o.policy,
                     "Policy file for the `policy` method (default: the shipped one)");
+    cmd->add_option("--untrained", o.untrained,
+                    "A second policy file (an untrained network of the same architecture: "
+                    "`train --steps 1 --learning-starts 100000` writes one) for the methods "
+                    "`untrained` and `untrained-noseeds`: the learning's ablation")
+        ->check(CLI::ExistingFile);
     cmd->add_flag("--no-plots", o.no_plots, "Skip the PNG plots");
     cmd->add_flag("--final-only", o.c.final_only,
                   "Judge only each method's final schedule, not every state on its way (for "
@@ -87,28 +93,31 @@ void add_options(CLI::App *cmd, Opts &o) {
 // rules alone (the fastest seed, measured in the policy's environment). The policy file is loaded
 // when one of them is compared; it rolls out in the environment it was trained for (its step limit
 // and loop count, as in `tune`), and a policy of another action space than --space is refused.
-void add_policy_methods(Opts &o) {
+// With --untrained, `untrained` and `untrained-noseeds` run `policy` and `policy-noseeds` with
+// that file's network: trained against untrained with everything else equal.
+void add_policy_methods(Opts &o, const std::string &prefix, const std::string &path) {
     auto policy = std::make_shared<std::optional<looptune::Policy>>();
-    auto load = [policy, path = o.policy]() -> const looptune::Policy & {
+    auto load = [policy, path]() -> const looptune::Policy & {
         if (!*policy)
             policy->emplace(
                 looptune::Policy::load(path.empty() ? looptune::default_policy_path() : path));
         return **policy;
     };
-    for (const char *name : {"policy", "policy-greedy", "policy-full", "policy-noseeds", "seeds"}) {
-        auto run = [load, name = std::string(name)](looptune::Environment &env,
-                                                    const Program &start) {
-            if (name == "seeds")
+    for (const char *suffix : {"", "-greedy", "-full", "-noseeds", "seeds"}) {
+        const std::string kind = suffix;
+        if (kind == "seeds" && prefix != "policy") continue;
+        auto run = [load, kind](looptune::Environment &env, const Program &start) {
+            if (kind == "seeds")
                 return looptune::best_seed_actions(
                     env, start, looptune::guided_step_limit(*start.comp, load().info().max_steps));
             looptune::GuidedConfig g;
-            g.greedy = name == "policy-greedy";
-            g.bounded_measurements = name != "policy-full";
-            g.tile_seeds = name != "policy-noseeds";
+            g.greedy = kind == "-greedy";
+            g.bounded_measurements = kind != "-full";
+            g.tile_seeds = kind != "-noseeds";
             return looptune::guided_search(load(), env, start, g).actions;
         };
-        o.c.extra_methods[name] = {run,
-                                   [load](looptune::EnvConfig e) { return load().env_config(e); }};
+        o.c.extra_methods[kind == "seeds" ? kind : prefix + kind] = {
+            run, [load](looptune::EnvConfig e) { return load().env_config(e); }};
     }
 }
 
@@ -165,7 +174,8 @@ Run add_compare(CLI::App &app) {
             throw Error(
                 fmt::format("compare: --benchmarks '{}' names no benchmark", o->benchmarks));
         o->c.methods = split_list(o->methods);
-        add_policy_methods(*o);
+        add_policy_methods(*o, "policy", o->policy);
+        if (!o->untrained.empty()) add_policy_methods(*o, "untrained", o->untrained);
         const bool tty = ::isatty(2);
         add_progress(*o, tty);
         const auto rows = looptune::run_compare(o->c);

@@ -485,6 +485,32 @@ TEST(GuidedSearchCli, CompareReportsTheGuidedSearchAndTheGreedyRolloutSideBySide
     EXPECT_NE(csv.find("mm24_40_16,seeds,"), std::string::npos) << csv;
 }
 
+// --untrained runs the same methods with a second policy file (here the shipped one again:
+// the rows exist and are named apart); a file that is not there is refused before any run.
+TEST(GuidedSearchCli, CompareRunsTheUntrainedAblationWithItsOwnPolicyFile) {
+    TempDir dir("guideduntrained");
+    auto r = tests::run_cli(dir, "generate --dimA 24,16 --dimB 16,40 --out data");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = tests::run_cli(dir,
+                       "compare --dataset data --split all --methods "
+                       "policy-noseeds,untrained-noseeds,untrained --untrained " +
+                           default_policy_path() + " --steps 16 --out cmp --no-plots");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string csv = tests::slurp(dir.path / "cmp/results.csv");
+    EXPECT_NE(csv.find("mm24_40_16,untrained-noseeds,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("mm24_40_16,untrained,"), std::string::npos) << csv;
+    r = tests::run_cli(dir,
+                       "compare --dataset data --split all --methods untrained "
+                       "--untrained no_such.policy --out cmp2 --no-plots");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("no_such.policy"), std::string::npos) << r.err;
+    r = tests::run_cli(dir,
+                       "compare --dataset data --split all --methods untrained "
+                       "--out cmp3 --no-plots");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("untrained"), std::string::npos) << r.err;
+}
+
 // The ablations: the seed rules alone give the fastest seed's actions (a verified schedule
 // no slower than the naive nest); without them the guided search still tunes.
 TEST(GuidedSearch, TheAblationsRunTheSeedRulesAloneAndTheSearchWithoutThem) {
