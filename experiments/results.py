@@ -4,7 +4,8 @@
 Each run is a folder holding compare's results.csv and a run.txt of `key: value` lines:
 `set` (what was tuned), `cpu` (the machine, named), `build` (the commit measured), `command`
 (how to run it again) and optionally `parts: primes, large` (report the matmuls whose every
-side is prime, and those of 2^30 multiply-adds or more, apart). `tune` is compare's `policy`
+side is prime, and those of 2^30 multiply-adds or more, apart), `load` (what else ran) and
+`table: ablations` (a run shown only in the ablation table). `tune` is compare's `policy`
 method; its reference is oneDNN (`onednn`, or on conv2d `onednn-conv-best` and
 `onednn-conv-plain`) measured in the same run. Figures are compare's `gflops` column: the
 median of the judge's alternating rounds.
@@ -125,6 +126,36 @@ def summary_row(label, rows, ref):
     return f"| {label} | {shapes} | " + " | ".join(cells) + " |"
 
 
+ABLATIONS = (("seeds", "policy", "seed rules alone vs `tune`"),
+             ("policy-noseeds", "policy", "policy without seed rules vs `tune`"),
+             ("policy-noseeds", "untrained-noseeds", "trained vs untrained, both without seeds"),
+             ("untrained", "policy", "untrained network with seed rules vs `tune`"))
+
+
+def ratio_cell(rows, method, ref):
+    """`geomean (lowest shape ratio)` of method / ref over shapes where both were measured."""
+    got = sorted((figure(m.get(method)) / figure(m.get(ref)), s) for s, m in rows.items()
+                 if figure(m.get(method)) and figure(m.get(ref)))
+    if not got:
+        return None
+    return f"{geomean([r for r, _ in got]):.3f}x ({got[0][1]} {got[0][0]:.3f})"
+
+
+def ablation_table(runs):
+    """What the learning and the seed rules each carry: compare's ablation methods against
+    `tune` and against each other, for the runs that have them."""
+    lines = []
+    for _, about, rows in runs:
+        cells = [ratio_cell(rows, m, ref) for m, ref, _ in ABLATIONS]
+        if any(cells):
+            lines.append(f"| {about['set']} | " + " | ".join(c or "-" for c in cells) + " |")
+    if not lines:
+        return []
+    head = "| set | " + " | ".join(label for *_, label in ABLATIONS) + " |"
+    return (["Ablations, geomean (lowest shape):", "", head,
+             "|---" * (len(ABLATIONS) + 1) + "|"] + lines + [""])
+
+
 def runs_of(results_dir):
     try:
         names = sorted(os.listdir(results_dir))
@@ -143,6 +174,11 @@ def section(cpu, runs):
              "under 0.9x | tuning s median / max |", "|---|---|---|---|---|---|---|"]
     notes = []
     for folder, about, rows in runs:
+        name = os.path.basename(folder)
+        load = f" ({about['load']})" if about.get("load") else ""
+        notes.append(f"- `{name}/`: build {about['build']}{load}; `{about['command']}`")
+        if about.get("table") == "ablations":
+            continue
         conv = any(m.startswith("onednn-conv") for r in rows.values() for m in r)
         refs = [("onednn-conv-best", "vs oneDNN's best layout"),
                 ("onednn-conv-plain", "vs oneDNN on our layout")] if conv else [("onednn", "")]
@@ -156,9 +192,7 @@ def section(cpu, runs):
                         lines.append(summary_row(f"{about['set']}: {part}", sub, ref))
             else:
                 lines.append(summary_row(label, rows, ref))
-        name = os.path.basename(folder)
-        notes.append(f"- `{name}/`: build {about['build']}; `{about['command']}`")
-    return lines + [""] + notes + [""]
+    return lines + [""] + ablation_table(runs) + notes + [""]
 
 
 def main():
@@ -174,8 +208,9 @@ def main():
              "[results/](results/) (a folder per set and CPU, with its `run.txt`): regenerate, "
              "do not edit. `tune` (docs/tune.md) against oneDNN 2.6 (`dnnl_sgemm`, or its "
              "convolution), one thread, pinned, same run, every kernel verified; medians of "
-             "the judge's rounds. Greedy rollout alone: compare's `policy-greedy`. Tuning time "
-             "excludes process start and loading LibTorch (~1.4 s).")
+             "the judge's rounds. Greedy rollout alone: compare's `policy-greedy`; the ablations: "
+             "its `seeds`, `policy-noseeds`, `untrained` and `untrained-noseeds` (docs/"
+             "searches.md). Tuning time excludes process start.")
     text = ["# Results", "", textwrap.fill(intro, 100), ""]
     for cpu, runs in by_cpu.items():
         # Matmul sets first, then conv2d (whose reference is oneDNN's convolution).

@@ -102,6 +102,17 @@ mm1024_1024_1024,policy,90,0,0,2.0,1,,,,
 mm1024_1024_1024,onednn,100,0,0,0,0,,,,
 CSV
 printf 'set: unlike\ncpu: CPU X\nbuild: abc\ncommand: c\nparts: primes, large\n' > "$tmp/res/b/run.txt"
+mkdir -p "$tmp/res/c"
+cat > "$tmp/res/c/results.csv" <<'CSV'
+benchmark,method,gflops,fraction_of_peak,speedup,seconds,schedules,actions,step_gflops,judged_gflops,error
+mm8_8_8,policy,10,0,0,0.4,1,,,,
+mm8_8_8,policy-noseeds,5,0,0,0.4,1,,,,
+mm8_8_8,untrained-noseeds,2,0,0,0.4,1,,,,
+mm9_9_9,policy,10,0,0,0.4,1,,,,
+mm9_9_9,policy-noseeds,20,0,0,0.4,1,,,,
+mm9_9_9,untrained-noseeds,5,0,0,0.4,1,,,,
+CSV
+printf 'set: abl\ntable: ablations\ncpu: CPU X\nbuild: abc\nload: busy\ncommand: c\n' > "$tmp/res/c/run.txt"
 "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res.md" > "$tmp/res.log" 2>&1 ||
     fail "results.py: $(tail -1 "$tmp/res.log")"
 grep -q "^## CPU X$" "$tmp/res.md" &&
@@ -110,6 +121,11 @@ grep -q "^## CPU X$" "$tmp/res.md" &&
     grep -q "^| unlike: every side prime | 1 | 10.000x | - | mm2_3_5 10.000 | 0 | 0.40 / 0.40 |$" "$tmp/res.md" &&
     grep -q "^| unlike: 2^30 multiply-adds or more | 1 | 0.900x | - | mm1024_1024_1024 0.900 | 0 | 2.00 / 2.00 |$" \
     "$tmp/res.md" || fail "results.py: $(cat "$tmp/res.md")"
+# The ablation run: only in the ablation table (noseeds/tune 0.5 and 2: geomean 1; trained over
+# untrained 2.5 and 4), with its load named.
+grep -q "^| abl | - | 1.000x (mm8_8_8 0.500) | 3.162x (mm8_8_8 2.500) | - |$" "$tmp/res.md" &&
+    ! grep -q "^| abl | 2 |" "$tmp/res.md" && grep -q "build abc (busy)" "$tmp/res.md" ||
+    fail "results.py ablations: $(cat "$tmp/res.md")"
 rm "$tmp/res/a/run.txt"
 if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res2.md" > "$tmp/e4" 2>&1; then
     fail "results.py accepted a run without run.txt"
