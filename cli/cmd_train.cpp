@@ -9,6 +9,7 @@
 #include "looptool/ir/error.h"
 #include "rl/metrics.h"
 #include "rl/trainer.h"
+#include "tune/policy.h"
 
 namespace looptool::cli {
 
@@ -31,6 +32,13 @@ static void plot_training(const std::string &metrics_csv, const std::string &png
         png.substr(0, png.size() - 4) + "_reward.png",
         {"Training: episode reward", "environment steps", "reward (sum over the episode)"},
         {reward});
+    // The held-out figure against wall time (with --adapt: from before the first step).
+    looptune::Series eval_time{"test split: geomean best / naive (greedy policy)", {}, {}};
+    table.series("seconds", "eval_speedup", &eval_time.x, &eval_time.y);
+    if (!eval_time.x.empty())
+        looptune::plot_lines(png.substr(0, png.size() - 4) + "_eval_time.png",
+                             {"Training: held-out result over time", "seconds", "speedup (x)"},
+                             {eval_time});
     // With seed starts: what the policy adds to tune's seeds (1.0 when it adds nothing).
     looptune::Series seed_gain{"test split, geomean", {}, {}};
     if (table.has("eval_seed_gain"))
@@ -64,7 +72,8 @@ static void add_enum_option(CLI::App *cmd, const std::string &flag, E *field,
 
 struct TrainOptions {
     looptune::TrainConfig c;
-    bool json = false, quiet = false, no_plots = false;
+    bool json = false, quiet = false, no_plots = false, adapt = false, no_install = false;
+    CLI::App *cmd = nullptr;
 };
 
 namespace {
@@ -106,6 +115,9 @@ void add_train_run_options(CLI::App *cmd, looptune::TrainConfig &c) {
                     "members, the conv family) reaches, instead of the naive nest")
         ->capture_default_str()
         ->check(unit_interval());
+    cmd->add_option("--init-policy", c.init_policy,
+                    "Start from this flat policy's weights (its network must match this run's)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")
         ->capture_default_str()
         ->check(non_negative());
@@ -219,6 +231,14 @@ void add_train_output_options(CLI::App *cmd, TrainOptions &o) {
         "--profile", c.profile,
         "Time each phase of the run (env step: lookups, compiles, measurements; encoding, acting, "
         "replay sampling, updates, checkpoints) and print the split; dqn only");
+    cmd->add_flag("--adapt", o.adapt,
+                  "Fine-tune a policy on this machine: from --init-policy (default: the shipped "
+                  "one), with its network, action space and episode length; unless given, at "
+                  "most 600 s, epsilon 0.2 to 0.05 over 2000 steps, learning after 500 "
+                  "transitions, 60% seed starts, an evaluation every 1000 steps. The held-out "
+                  "figure is measured before and after; when it did not fall, the policy is "
+                  "installed where `tune` on this machine picks it up");
+    cmd->add_flag("--no-install", o.no_install, "--adapt: do not install the policy");
     cmd->add_flag("--no-plots", o.no_plots, "Skip the PNG training curves");
     cmd->add_flag("--quiet", o.quiet, "No progress lines");
     cmd->add_flag("--json", o.json, "Machine-readable summary on stdout");
@@ -234,6 +254,7 @@ nlohmann::json train_json(const TrainOptions &o, const looptune::TrainSummary &s
                         {"seconds", s.seconds},
                         {"eval_speedup", s.eval_speedup},
                         {"eval_seed_gain", s.eval_seed_gain},
+                        {"eval_start_speedup", s.eval_start_speedup},
                         {"resumed", s.resumed},
                         {"policy", s.policy_path},
                         {"metrics", s.metrics_path},
@@ -265,6 +286,9 @@ void print_train(const TrainOptions &o, const looptune::TrainSummary &s, const s
                s.env_steps, s.episodes, s.updates, s.seconds, s.resumed ? " (resumed)" : "",
                s.eval_speedup < 0 ? std::string("- (not evaluated)")
                                   : fmt::format("{:.2f}x", s.eval_speedup));
+    if (s.eval_start_speedup > 0)
+        fmt::print("test geomean speedup before training (the initial policy): {:.2f}x\n",
+                   s.eval_start_speedup);
     if (s.eval_seed_gain > 0)
         fmt::print(
             "test geomean gain over tune's seeds (best of seeds and rollouts from "
@@ -276,7 +300,56 @@ void print_train(const TrainOptions &o, const looptune::TrainSummary &s, const s
         fmt::print("failed evaluation benchmark (left out): {}: {}\n", file, reason);
 }
 
+// --adapt: the network and environment of the starting policy, and fine-tuning settings where
+// the user gave none (a short run from a trained start explores less than one from scratch).
+void apply_adapt(TrainOptions &o) {
+    auto &c = o.c;
+    if (c.init_policy.empty()) c.init_policy = looptune::shipped_policy_path();
+    const looptune::PolicyInfo info = looptune::Policy::load(c.init_policy).info();
+    c.action_space = info.action_space;
+    c.max_steps = info.max_steps;
+    c.max_loops = info.max_loops;
+    c.encoder = info.encoder == "gnn" ? looptune::Encoder::Gnn : looptune::Encoder::Mlp;
+    const nlohmann::json net = nlohmann::json::parse(info.meta_json).at("network");
+    c.hidden = net.value("hidden", c.hidden);
+    c.gnn_hidden = net.value("gnn_hidden", c.gnn_hidden);
+    c.gnn_rounds = net.value("gnn_rounds", c.gnn_rounds);
+    auto unset = [&](const char *flag) { return o.cmd->get_option(flag)->count() == 0; };
+    if (unset("--max-seconds")) c.max_seconds = 600;
+    if (unset("--steps")) c.steps = int64_t(1) << 40;
+    if (unset("--eps-start")) c.eps_start = 0.2;
+    if (unset("--eps-decay-steps")) c.eps_decay_steps = 2000;
+    if (unset("--learning-starts")) c.learning_starts = 500;
+    if (unset("--seed-starts")) c.seed_starts = 0.6;
+    if (unset("--eval-every")) c.eval_every = 1000;
+    if (unset("--checkpoint-every")) c.checkpoint_every = 1000;
+}
+
+// Installs the adapted policy for this machine when its held-out figure did not fall; says
+// which, and why not otherwise.
+void install_adapted(const TrainOptions &o, const looptune::TrainSummary &s) {
+    const std::string to = looptune::adapted_policy_path();
+    if (o.no_install || to.empty()) return;
+    if (s.eval_start_speedup > 0 && s.eval_speedup < s.eval_start_speedup) {
+        fmt::print(stderr,
+                   "not installed: the test geomean fell from {:.3f}x to {:.3f}x (tune keeps "
+                   "{})\n",
+                   s.eval_start_speedup, s.eval_speedup, looptune::default_policy_path());
+        return;
+    }
+    std::filesystem::create_directories(std::filesystem::path(to).parent_path());
+    const std::string tmp = to + ".tmp";
+    std::filesystem::copy_file(s.policy_path, tmp,
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::rename(tmp, to);
+    fmt::print(stderr,
+               "installed for this machine: {} (tune uses it unless --policy or "
+               "$LOOPTUNE_POLICY names another)\n",
+               to);
+}
+
 int run_train(TrainOptions &o) {
+    if (o.adapt) apply_adapt(o);
     const bool tty = ::isatty(2);
     if (!o.quiet) {
         o.c.progress = [tty](const std::string &line) {
@@ -301,6 +374,7 @@ int run_train(TrainOptions &o) {
         print_json(train_json(o, s, plot));
     else
         print_train(o, s, plot);
+    if (o.adapt) install_adapted(o, s);
     return s.failed.empty() ? 0 : 2;  // trained, but some evaluation benchmark failed
 }
 
@@ -309,6 +383,7 @@ int run_train(TrainOptions &o) {
 Run add_train(CLI::App &app) {
     auto *cmd = app.add_subcommand("train", "Train a DQN or Ape-X policy (LibTorch, in process)");
     auto o = std::make_shared<TrainOptions>();
+    o->cmd = cmd;
     add_train_run_options(cmd, o->c);
     add_train_learner_options(cmd, o->c);
     add_train_exploration_options(cmd, o->c);

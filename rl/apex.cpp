@@ -185,6 +185,7 @@ TrainSummary train_apex(const TrainConfig &c) {
     PrioritizedReplay replay(c.replay_capacity, c.per_alpha, c.seed);
     run.start(learner);
     const std::vector<Demo> demos = warm_start(c, eval_env, learner, replay, run.resumed());
+    run.evaluate_start(learner.online, eval_env);
 
     Shared shared;
     shared.env_steps = shared.claimed = run.start_steps();

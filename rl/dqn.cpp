@@ -109,6 +109,7 @@ TrainSummary train_dqn(const TrainConfig &c) {
     if (c.profile) learner.profile = &profile;
     run.start(learner);
     const std::vector<Demo> demos = warm_start(c, env, learner, replay, run.resumed());
+    run.evaluate_start(learner.online, eval_env);
 
     run.loop_started(learner.updates);
     RunSnapshot at;

@@ -466,6 +466,22 @@ double RunningMean::mean() const {
 
 namespace looptune {
 
+void Learner::start_from(const std::string &path) {
+    QNet from = qnet_from_policy_file(read_policy_file(path));
+    auto theirs = from->named_parameters();
+    for (const auto &p : online->named_parameters()) {
+        const torch::Tensor *t = theirs.find(p.key());
+        if (!t || t->sizes() != p.value().sizes())
+            throw looptool::Error(
+                fmt::format("{}: its network does not match this run's ({}: [{}] here, {} there)",
+                            path, p.key(), fmt::join(p.value().sizes().vec(), ", "),
+                            t ? fmt::format("[{}]", fmt::join(t->sizes().vec(), ", ")) : "none"));
+    }
+    from->to(device_);
+    copy_weights(online, from);
+    copy_weights(target, online);
+}
+
 QNetConfig net_config_for(const TrainConfig &config, const Environment &env) {
     QNetConfig n;
     n.encoder = name(config.encoder);

@@ -50,6 +50,9 @@ public:
     /// false when there is no checkpoint at `path`.
     bool load_checkpoint(const std::string &path, nlohmann::json *counters);
     void save_policy(const std::string &path, const nlohmann::json &provenance);
+    /// Online and target networks take the weights of the flat policy file at `path`; throws
+    /// looptool::Error naming a tensor whose shape differs from this network's.
+    void start_from(const std::string &path);
 
     QNet online{nullptr}, target{nullptr};
     int64_t updates = 0;

@@ -43,6 +43,9 @@ struct TrainConfig {
     /// Probability that an episode starts at the state one of `tune`'s seeds reaches
     /// (rl/episode_starts.h) instead of the naive nest; 0: always the naive nest.
     double seed_starts = 0;
+    /// Start from this flat policy's weights (`train --adapt`), evaluated before the first step;
+    /// its network must have this run's shape. Ignored when a checkpoint is resumed.
+    std::string init_policy;
 
     // Environment.
     std::string action_space = "full";
@@ -109,6 +112,7 @@ struct TrainSummary {
     double seconds = 0;
     double eval_speedup = 0;     ///< geomean over the evaluated test benchmarks, last evaluation
     double eval_seed_gain = -1;  ///< with seed starts: the policy's gain over tune's seeds
+    double eval_start_speedup = -1;  ///< with init_policy: eval_speedup before the first step
     bool resumed = false;
     bool primary = true;  ///< false on MPI ranks other than 0: they report nothing
     std::string policy_path, metrics_path;

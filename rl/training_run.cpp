@@ -106,6 +106,10 @@ void TrainingRun::start(Learner &learner) {
                         dropped ? fmt::format("; {} metrics rows past it dropped", dropped) : "",
                         std::min(c_.learning_starts, c_.replay_capacity)));
     }
+    if (!resumed_ && !c_.init_policy.empty()) {
+        learner.start_from(c_.init_policy);
+        note("starting from the weights of " + c_.init_policy);
+    }
     metrics_ = std::make_unique<MetricsWriter>(metrics_path, resumed_);
     t0_ = loop_t0_ = std::chrono::steady_clock::now();
 }
@@ -144,6 +148,7 @@ void TrainingRun::checkpoint(Learner &learner, const RunSnapshot &at,
               {"env_steps", at.env_steps},
               {"dataset", c_.dataset_dir},
               {"warmstart", c_.warmstart},
+              {"init_policy", c_.init_policy},
               {"seed_starts", c_.seed_starts}});
     learner.save_policy(policy_path, p);
     note(fmt::format("checkpoint at step {} ({} updates): {}", at.env_steps, learner.updates,
@@ -209,6 +214,16 @@ Evaluation TrainingRun::evaluate(QNet &net, Environment &env) {
     return result;
 }
 
+void TrainingRun::evaluate_start(QNet &net, Environment &env) {
+    if (resumed_ || c_.init_policy.empty() || c_.eval_benchmarks == 0) return;
+    RunSnapshot at;
+    at.env_steps = start_steps_;
+    at.eval = evaluate(net, env);
+    record(at, true);
+    eval_start_speedup = at.eval.speedup;
+    note(fmt::format("before training: test geomean speedup {:.2f}x", at.eval.speedup));
+}
+
 TrainSummary TrainingRun::summary(const RunSnapshot &at) const {
     TrainSummary s;
     s.env_steps = at.env_steps;
@@ -217,6 +232,7 @@ TrainSummary TrainingRun::summary(const RunSnapshot &at) const {
     s.seconds = seconds_before_ + elapsed();
     s.eval_speedup = at.eval.speedup;
     s.eval_seed_gain = at.eval.seed_gain;
+    s.eval_start_speedup = eval_start_speedup;
     s.resumed = resumed_;
     s.policy_path = policy_path;
     s.metrics_path = metrics_path;

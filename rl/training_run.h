@@ -68,6 +68,9 @@ public:
     /// the summary (TrainSummary::failed); the run goes on. Throws looptool::Error when no
     /// evaluation benchmark is left.
     Evaluation evaluate(QNet &net, Environment &env);
+    /// With an initial policy on a fresh run: its evaluation before the first step, recorded in
+    /// metrics.csv and the summary (the figure adaptation starts from).
+    void evaluate_start(QNet &net, Environment &env);
 
     /// Writes checkpoint.pt and trained.policy (atomically) and says so.
     void checkpoint(Learner &learner, const RunSnapshot &at, const nlohmann::json &provenance);
@@ -82,6 +85,7 @@ public:
     TrainSummary summary(const RunSnapshot &at) const;
 
     std::string checkpoint_path, policy_path, metrics_path;
+    double eval_start_speedup = -1;
 
 private:
     double steps_per_second(const RunSnapshot &at) const;

@@ -188,3 +188,56 @@ TEST(CliRuns, SearchTraceNamingADirectorySaysSo) {
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find("traces: is a directory, not a trace file"), std::string::npos) << r.err;
 }
+
+// `train --adapt` starts from a policy's weights (evaluated before the first step), keeps its
+// network, and installs the result for this machine only when the held-out figure did not fall;
+// `tune` then picks it up. A network of another shape is refused, naming a tensor.
+TEST(CliRuns, TrainAdaptStartsFromAPolicyAndInstallsItForThisMachine) {
+    tests::TempDir dir("cli_train_adapt");
+    write_matmul_dataset({{8, 8, 8}, {12, 8, 4}, {16, 8, 8}, {64, 240, 64}},
+                         (dir.path / "ds").string());
+    const std::string small = "--episode-steps 4 --hidden 16 --batch 8 --learning-starts 16 ";
+    RunResult r =
+        run_cli(dir, "train --dataset ds --out run0 --steps 20 --no-plots --quiet " + small);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string cache = (dir.path / "cache").string();
+    const char *old = std::getenv("XDG_CACHE_HOME");
+    const std::string saved = old ? old : "";
+    setenv("XDG_CACHE_HOME", cache.c_str(), 1);
+    r = run_cli(dir,
+                "train --adapt --init-policy run0/trained.policy --dataset ds --out run1 "
+                "--steps 40 --eval-every 20 --batch 8 --learning-starts 16 --no-plots --json");
+    RunResult bad = run_cli(dir,
+                            "train --init-policy run0/trained.policy --dataset ds --out run2 "
+                            "--steps 8 --hidden 32 --episode-steps 4 --no-plots --quiet");
+    const std::vector<fs::path> installed = [&] {
+        std::vector<fs::path> v;
+        if (fs::exists(cache + "/looptune/policies"))
+            for (const auto &e : fs::directory_iterator(cache + "/looptune/policies"))
+                v.push_back(e.path());
+        return v;
+    }();
+    RunResult t = run_cli(dir, "tune --bench ds/mm16_8_8 --budget-s 0.2");
+    if (old)
+        setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("starting from the weights of run0/trained.policy"), std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("before training: test geomean speedup"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("\"eval_start_speedup\": -1"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"env_steps\": 40"), std::string::npos) << r.out;
+    EXPECT_NE(slurp(dir.path / "run1/trained.policy").find("\"hidden\":16"), std::string::npos);
+    if (r.err.find("not installed: the test geomean fell") == std::string::npos) {
+        ASSERT_EQ(installed.size(), 1u) << r.err;
+        EXPECT_NE(r.err.find("installed for this machine: " + installed[0].string()),
+                  std::string::npos)
+            << r.err;
+        EXPECT_NE(t.out.find("policy " + installed[0].string()), std::string::npos) << t.out;
+    } else {
+        EXPECT_TRUE(installed.empty());
+    }
+    EXPECT_EQ(bad.exit_code, 1);
+    EXPECT_NE(bad.err.find("does not match this run's"), std::string::npos) << bad.err;
+}

@@ -24,7 +24,7 @@ using looptool::tests::TempDir;
 namespace {
 
 const Policy &shipped_policy() {
-    static const Policy p = Policy::load(default_policy_path());
+    static const Policy p = Policy::load(shipped_policy_path());
     return p;
 }
 
@@ -494,7 +494,7 @@ TEST(GuidedSearchCli, CompareRunsTheUntrainedAblationWithItsOwnPolicyFile) {
     r = tests::run_cli(dir,
                        "compare --dataset data --split all --methods "
                        "policy-noseeds,untrained-noseeds,untrained --untrained " +
-                           default_policy_path() + " --steps 16 --out cmp --no-plots");
+                           shipped_policy_path() + " --steps 16 --out cmp --no-plots");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string csv = tests::slurp(dir.path / "cmp/results.csv");
     EXPECT_NE(csv.find("mm24_40_16,untrained-noseeds,"), std::string::npos) << csv;

@@ -125,14 +125,14 @@ std::vector<std::string> mixed_benchmarks(const TempDir &dir) {
 
 TEST(PlainQNet, TheShippedPolicyGivesLibTorchsQValues) {
     TempDir dir("plain_mlp");
-    BothNets nets(default_policy_path());
+    BothNets nets(shipped_policy_path());
     ASSERT_EQ(nets.policy.info().encoder, "mlp");
     const int states = compare_on_rollouts(nets, mixed_benchmarks(dir), 1);
     EXPECT_GT(states, 100);
 }
 
 TEST(PlainQNet, TheShippedPolicysGreedyRolloutsAreLibTorchs) {
-    BothNets nets(default_policy_path());
+    BothNets nets(shipped_policy_path());
     expect_same_greedy_rollouts(nets, corpus("mm64_256_16_range", 20, 109));
 }
 
@@ -163,7 +163,7 @@ TEST(PlainQNet, AConvertedGnnPolicyGivesLibTorchsQValuesAndRollouts) {
 
 TEST(PlainQNet, AStateOfTheWrongWidthOrWithoutItsGraphIsAnError) {
     TempDir dir("plain_width");
-    const PolicyFile file = read_policy_file(default_policy_path());
+    const PolicyFile file = read_policy_file(shipped_policy_path());
     const NetworkConfig config =
         network_config_from_json(nlohmann::json::parse(file.meta_json).at("network").dump());
     const PlainQNet net(config, file);

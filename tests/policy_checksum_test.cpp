@@ -78,14 +78,14 @@ std::string with_checksum(const std::string &body) {
 
 TEST(PolicyChecksum, TheShippedPolicyLoadsWithoutAWarning) {
     testing::internal::CaptureStderr();
-    Policy p = Policy::load(default_policy_path());
+    Policy p = Policy::load(shipped_policy_path());
     EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
     EXPECT_NE(p.info().meta_json.find("network"), std::string::npos);
 }
 
 TEST(PolicyChecksum, AFlippedByteInTheWeightsIsAClearError) {
     TempDir dir("policy_flip");
-    std::string bytes = looptool::tests::slurp(default_policy_path());
+    std::string bytes = looptool::tests::slurp(shipped_policy_path());
     const size_t at = middle_of_weights(bytes);
     bytes[at] = char(bytes[at] ^ 0x10);  // one bit of one float
     looptool::tests::write(dir, "flipped.policy", bytes);
@@ -107,7 +107,7 @@ TEST(PolicyChecksum, AFlippedByteInTheWeightsIsAClearError) {
 
 TEST(PolicyChecksum, ATruncatedPolicyIsOneLine) {
     TempDir dir("policy_cut");
-    const std::string bytes = looptool::tests::slurp(default_policy_path());
+    const std::string bytes = looptool::tests::slurp(shipped_policy_path());
     for (size_t keep : {bytes.size() / 2, bytes.size() - 1, size_t(10), size_t(0)}) {
         looptool::tests::write(dir, "cut.policy", bytes.substr(0, keep));
         try {
@@ -132,7 +132,7 @@ TEST(PolicyChecksum, ATruncatedPolicyIsOneLine) {
 // between it and a tune.
 TEST(PolicyChecksum, AMalformedFileUnderARightChecksumIsAClearError) {
     TempDir dir("policy_malformed");
-    std::string bytes = looptool::tests::slurp(default_policy_path());
+    std::string bytes = looptool::tests::slurp(shipped_policy_path());
     bytes.resize(bytes.size() - 15);  // without its checksum line
     const auto replaced = [&](const std::string &from, const std::string &to) {
         std::string b = bytes;
@@ -173,7 +173,7 @@ namespace {
 // checksum is recomputed, so only the loader's own checks stand between it and a tune.
 void write_edited_policy(const fs::path &path, void (*edit_tensors)(PolicyFile &),
                          void (*edit_meta)(nlohmann::json &)) {
-    PolicyFile file = read_policy_file(default_policy_path());
+    PolicyFile file = read_policy_file(shipped_policy_path());
     nlohmann::json j = nlohmann::json::parse(file.meta_json);
     if (edit_tensors) edit_tensors(file);
     if (edit_meta) edit_meta(j);
@@ -254,7 +254,7 @@ TEST(PolicyShapes, AnAbsurdEpisodeLengthIsRefusedOnLoad) {
 // looptool-train) converts it, and the result is the same policy.
 TEST(PolicyConvert, ALibTorchPolicyIsRefusedByTuneAndConverted) {
     TempDir dir("policy_convert");
-    const PolicyFile shipped = read_policy_file(default_policy_path());
+    const PolicyFile shipped = read_policy_file(shipped_policy_path());
     QNet net = qnet_from_policy_file(shipped);
     save_policy_file(dir / "old.pt", net, shipped.meta_json);
     looptool::write_matmul_dataset({{8, 8, 8}}, (dir.path / "ds").string());

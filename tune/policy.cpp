@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <optional>
 
 #include "env/rl_state.h"
+#include "env/store/measurement_store.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
 #include "policy/plain_qnet.h"
 #include "policy/policy_file.h"
 
@@ -132,9 +136,30 @@ PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
     return r;
 }
 
+std::string shipped_policy_path() {
+    return std::string(LOOPTUNE_SOURCE_DIR) + "/policies/default.policy";
+}
+
+std::string adapted_policy_path() {
+    std::string dir;
+    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+        dir = xdg;
+    else if (const char *home = std::getenv("HOME"); home && *home)
+        dir = std::string(home) + "/.cache";
+    else
+        return "";
+    std::string name = machine_fingerprint(looptool::machine_peak_gflops());
+    for (char &ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
+    return dir + "/looptune/policies/" + name + ".policy";
+}
+
 std::string default_policy_path() {
     if (const char *p = std::getenv("LOOPTUNE_POLICY"); p && *p) return p;
-    return std::string(LOOPTUNE_SOURCE_DIR) + "/policies/default.policy";
+    if (const std::string adapted = adapted_policy_path();
+        !adapted.empty() && std::filesystem::exists(adapted))
+        return adapted;
+    return shipped_policy_path();
 }
 
 }  // namespace looptune

@@ -71,7 +71,14 @@ struct RolloutHooks {
 PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
                                   const looptool::Program &start, const RolloutHooks &hooks = {});
 
-/// The policy shipped in the repository (policies/default.policy), or $LOOPTUNE_POLICY if set.
+/// The policy shipped in the repository (policies/default.policy).
+std::string shipped_policy_path();
+/// Where `train --adapt` installs the policy it fine-tuned on this machine:
+/// $XDG_CACHE_HOME/looptune/policies/ (else ~/.cache/...) named after machine_fingerprint();
+/// "" when there is no cache directory. A new CPU, peak or kernel code is a new name.
+std::string adapted_policy_path();
+/// $LOOPTUNE_POLICY if set, else this machine's adapted policy if there is one, else the
+/// shipped one.
 std::string default_policy_path();
 
 }  // namespace looptune
