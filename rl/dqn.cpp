@@ -130,6 +130,9 @@ TrainSummary train_dqn(const TrainConfig &c) {
         at.loss = loss_mean.mean();
         bookkeeping(run, learner, eval_env, at);
     }
+    // Out of time before the first step (a warm start or the first evaluation took it all):
+    // the end's checkpoint, evaluation and policy all the same.
+    if (at.env_steps == run.start_steps()) bookkeeping(run, learner, eval_env, at);
     at.updates = learner.updates;
     TrainSummary summary = run.summary(at);
     if (c.profile) summary.profile = profile.report(env.counters(), run.elapsed() - profile_start);

@@ -167,15 +167,23 @@ void TrainingRun::report(const RunSnapshot &at, const std::string &who, bool now
     if (!c_.progress || (!now && elapsed() - last_report_ < 2)) return;
     last_report_ = elapsed();
     const double rate = steps_per_second(at);
+    // The end comes at --steps or --max-seconds, whichever is first.
+    double left = at.env_steps > start_steps_ && seconds_since(loop_t0_) > 5
+                      ? (c_.steps - at.env_steps) / rate
+                      : -1;
+    if (c_.max_seconds > 0) {
+        const double by_time = std::max(0.0, c_.max_seconds - elapsed());
+        left = left < 0 ? by_time : std::min(left, by_time);
+    }
     const std::string eta = !state.empty() ? state
-                            : at.env_steps > start_steps_ && seconds_since(loop_t0_) > 5
-                                ? "ETA " + format_duration((c_.steps - at.env_steps) / rate)
-                                : std::string("ETA ?");
+                            : left >= 0    ? "ETA " + format_duration(left)
+                                           : std::string("ETA ?");
+    const bool by_time = c_.max_seconds > 0 && c_.steps > int64_t(1) << 32;
     c_.progress(fmt::format(
         "[{}/{}] {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss {:.4f} | {} updates"
         " | eval {}{} | {:.1f} steps/s | {:.1f} updates/s | {}",
-        at.env_steps, c_.steps, who, at.episodes, at.episode_reward, at.episode_speedup, at.loss,
-        at.updates,
+        at.env_steps, by_time ? fmt::format("{:.0f} s", c_.max_seconds) : std::to_string(c_.steps),
+        who, at.episodes, at.episode_reward, at.episode_speedup, at.loss, at.updates,
         at.eval.speedup < 0 ? std::string("-") : fmt::format("{:.2f}x", at.eval.speedup),
         at.eval.seed_gain < 0 ? std::string()
                               : fmt::format(" (seeds +{:.1f}%)", 100 * (at.eval.seed_gain - 1)),
