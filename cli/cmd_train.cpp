@@ -234,7 +234,8 @@ void add_train_output_options(CLI::App *cmd, TrainOptions &o) {
     cmd->add_flag("--adapt", o.adapt,
                   "Fine-tune a policy on this machine: from --init-policy (default: the shipped "
                   "one), with its network, action space and episode length; unless given, at "
-                  "most 600 s, epsilon 0.2 to 0.05 over 2000 steps, learning after 500 "
+                  "most 600 s, a tenth of the learning rate, epsilon 0.2 to 0.05 over 2000 steps, "
+                  "learning after 500 "
                   "transitions, 60% seed starts, an evaluation every 1000 steps. The held-out "
                   "figure is measured before and after; when it did not fall, the policy is "
                   "installed where `tune` on this machine picks it up");
@@ -317,6 +318,7 @@ void apply_adapt(TrainOptions &o) {
     auto unset = [&](const char *flag) { return o.cmd->get_option(flag)->count() == 0; };
     if (unset("--max-seconds")) c.max_seconds = 600;
     if (unset("--steps")) c.steps = int64_t(1) << 40;
+    if (unset("--lr")) c.lr = c.lr / 10;
     if (unset("--eps-start")) c.eps_start = 0.2;
     if (unset("--eps-decay-steps")) c.eps_decay_steps = 2000;
     if (unset("--learning-starts")) c.learning_starts = 500;
