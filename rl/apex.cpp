@@ -225,7 +225,9 @@ TrainSummary train_apex(const TrainConfig &c) {
         shared.error.rethrow(" (the last checkpoint in " + c.out_dir +
                              " is intact: rerun with --resume to continue)");
     at.updates = learner.updates;
-    return run.summary(at);
+    TrainSummary summary = run.summary(at);
+    summary.adapt_gain = run.adapt_gain(learner.online, eval_env);
+    return summary;
 }
 
 }  // namespace looptune

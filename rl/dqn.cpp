@@ -135,6 +135,7 @@ TrainSummary train_dqn(const TrainConfig &c) {
     if (at.env_steps == run.start_steps()) bookkeeping(run, learner, eval_env, at);
     at.updates = learner.updates;
     TrainSummary summary = run.summary(at);
+    summary.adapt_gain = run.adapt_gain(learner.online, eval_env);
     if (c.profile) summary.profile = profile.report(env.counters(), run.elapsed() - profile_start);
     return summary;
 }

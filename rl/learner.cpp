@@ -402,6 +402,34 @@ Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::s
     return e;
 }
 
+double compare_policies(QNet &a, QNet &b, Environment &env, const std::vector<std::string> &files,
+                        bool with_graph, EpisodeStarts *seeds) {
+    auto best_of = [&](QNet &net, const std::string &f) {
+        env.reset(f);
+        double best = greedy_rollout_best(net, env, with_graph);
+        if (seeds)
+            for (const auto &[name, state] : seeds->seed_states(f, env.action_space())) {
+                env.reset(state);
+                best = std::max(best, greedy_rollout_best(net, env, with_graph));
+            }
+        return best;
+    };
+    double log_sum = 0;
+    int n = 0;
+    for (const std::string &f : files) {
+        try {
+            const double ga = best_of(a, f), gb = best_of(b, f);
+            log_sum += std::log(std::max(gb, 1e-9) / std::max(ga, 1e-9));
+            ++n;
+        } catch (const looptool::InternalError &) {
+            throw;
+        } catch (const std::exception &) {
+            // evaluate() has reported and dropped the benchmark already, or will
+        }
+    }
+    return n == 0 ? 0 : std::exp(log_sum / n);
+}
+
 int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng) {
     std::uniform_real_distribution<double> u(0, 1);
     if (u(rng) < eps) {

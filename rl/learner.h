@@ -111,6 +111,11 @@ class EpisodeStarts;
 Evaluation evaluate_policy(QNet &net, Environment &env, const std::vector<std::string> &files,
                            bool with_graph, std::vector<FailedBenchmark> &failed,
                            EpisodeStarts *seeds = nullptr);
+/// Networks `a` and `b` side by side: on each benchmark of `files`, the best GFLOPS of a's greedy
+/// rollouts (from the naive nest and, with `seeds`, from each seed's state), then b's; the
+/// geomean of b's over a's (0 when no benchmark could be run; failing ones are skipped).
+double compare_policies(QNet &a, QNet &b, Environment &env, const std::vector<std::string> &files,
+                        bool with_graph, EpisodeStarts *seeds);
 
 /// One ε-greedy choice over the legal actions.
 int epsilon_greedy(QNet &net, const RlState &s, double eps, std::mt19937_64 &rng);

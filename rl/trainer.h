@@ -113,6 +113,9 @@ struct TrainSummary {
     double eval_speedup = 0;     ///< geomean over the evaluated test benchmarks, last evaluation
     double eval_seed_gain = -1;  ///< with seed starts: the policy's gain over tune's seeds
     double eval_start_speedup = -1;  ///< with init_policy: eval_speedup before the first step
+    /// With init_policy: the trained network over the initial one, side by side on the
+    /// evaluation benchmarks (compare_policies); -1 when not measured.
+    double adapt_gain = -1;
     bool resumed = false;
     bool primary = true;  ///< false on MPI ranks other than 0: they report nothing
     std::string policy_path, metrics_path;

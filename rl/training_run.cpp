@@ -7,6 +7,7 @@
 
 #include "looptool/ir/error.h"
 #include "rl/learner.h"
+#include "rl/policy_convert.h"
 #include "search/trace.h"
 #include "util/stats.h"
 
@@ -230,6 +231,23 @@ void TrainingRun::evaluate_start(QNet &net, Environment &env) {
     record(at, true);
     eval_start_speedup = at.eval.speedup;
     note(fmt::format("before training: test geomean speedup {:.2f}x", at.eval.speedup));
+}
+
+double TrainingRun::adapt_gain(QNet &trained, Environment &env) {
+    if (c_.init_policy.empty() || c_.eval_benchmarks == 0) return -1;
+    QNet initial = qnet_from_policy_file(read_policy_file(c_.init_policy));
+    std::vector<std::string> files;
+    {
+        std::lock_guard<std::mutex> g(eval_mutex_);
+        files = eval_files_;
+    }
+    const double gain =
+        compare_policies(initial, trained, env, files, c_.graph(), eval_seeds_.get());
+    note(
+        fmt::format("side by side on {} test benchmarks: the trained network reaches {:.3f}x "
+                    "the initial one's GFLOPS (geomean)",
+                    files.size(), gain));
+    return gain;
 }
 
 TrainSummary TrainingRun::summary(const RunSnapshot &at) const {

@@ -71,6 +71,9 @@ public:
     /// With an initial policy on a fresh run: its evaluation before the first step, recorded in
     /// metrics.csv and the summary (the figure adaptation starts from).
     void evaluate_start(QNet &net, Environment &env);
+    /// With an initial policy: the trained network against it, side by side (compare_policies);
+    /// -1 without one or without evaluation benchmarks.
+    double adapt_gain(QNet &trained, Environment &env);
 
     /// Writes checkpoint.pt and trained.policy (atomically) and says so.
     void checkpoint(Learner &learner, const RunSnapshot &at, const nlohmann::json &provenance);
