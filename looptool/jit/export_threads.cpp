@@ -7,7 +7,8 @@
 namespace looptool {
 namespace {
 
-constexpr const char kRuntime[] = R"(/* looptool_threads.c: the thread pool of kernels exported by `looptool export --threads N`
+constexpr const char kRuntime[] =
+    R"(/* looptool_threads.c: the thread pool of kernels exported by `looptool export --threads N`
  * (N > 1). Compile it once per program, beside the kernels' objects:
  *     cc -O2 -pthread -c looptool_threads.c && cc ... NAME.o looptool_threads.o -pthread
  * A kernel hands each parallel loop to looptool_parallel_for with a pointer to its N: the
