@@ -8,10 +8,17 @@ namespace looptune::bench {
 
 namespace {
 Shape g_shape;
-}
+int g_threads = 1;
+}  // namespace
 
 void set_reference_shape(Shape s) { g_shape = s; }
 Shape reference_shape() { return g_shape; }
+
+void set_library_threads(int threads) {
+    g_threads = threads < 1 ? 1 : threads;
+    openblas_apply_threads();
+}
+int library_threads() { return g_threads; }
 
 void naive_ikj_kernel(float *const *buffers, const volatile int32_t *) {
     const float *__restrict A = buffers[0];

@@ -1,8 +1,8 @@
 // oneDNN's sgemm through dlopen, like OpenBLAS (openblas.cpp): Debian's libdnnl.so.2 (oneDNN
 // 2.6) is built with OpenMP (it links libgomp), so its thread count is OpenMP's. LibTorch may
 // have loaded libgomp before main() with OMP_NUM_THREADS unset, so the environment alone is
-// not enough: omp_set_num_threads(1) is called on the library's own libgomp as well, by the
-// thread that calls oneDNN.
+// not enough: omp_set_num_threads(library_threads()) is called on the library's own libgomp as
+// well, by the thread that calls oneDNN.
 #include <dlfcn.h>
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -26,8 +26,9 @@ void (*g_set_threads)(int) = nullptr;
 
 void load_onednn() {
     if (g_sgemm) return;
-    setenv("OMP_NUM_THREADS", "1", 1);
-    setenv("DNNL_NUM_THREADS", "1", 1);
+    const std::string threads = std::to_string(library_threads());
+    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
+    setenv("DNNL_NUM_THREADS", threads.c_str(), 1);
     void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         throw looptool::Error(fmt::format(
@@ -42,8 +43,8 @@ void load_onednn() {
     }
     if (!g_set_threads)
         throw looptool::Error(
-            "libdnnl.so.2 is not linked with libgomp: cannot limit it to one thread");
-    g_set_threads(1);
+            "libdnnl.so.2 is not linked with libgomp: cannot set its thread count");
+    g_set_threads(library_threads());
 }
 
 std::string onednn_version() {
@@ -57,12 +58,12 @@ std::string onednn_version() {
                        v->patch, runtime, g_max_threads ? g_max_threads() : -1);
 }
 
-void onednn_one_thread() { g_set_threads(1); }
+void onednn_set_threads() { g_set_threads(library_threads()); }
 
 void onednn_kernel(float *const *buffers, const volatile int32_t *) {
     // OpenMP's thread count is per calling thread, and the measurement may call from a thread
     // other than load_onednn's; the call costs nanoseconds against microseconds of sgemm.
-    g_set_threads(1);
+    g_set_threads(library_threads());
     const Shape s = reference_shape();
     // oneDNN's gemm driver takes M = 1 (and N = 1) to its own gemv kernels, so this is also
     // what a user calls for a decode-time GEMV.

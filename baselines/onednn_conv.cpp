@@ -52,7 +52,8 @@ struct Api {
 
 const Api &api() {
     static const Api a = [] {
-        load_onednn();  // dlopen with one OpenMP thread, or an Error saying what is missing
+        load_onednn();  // dlopen with library_threads() OpenMP threads, or an Error saying what is
+                        // missing
         void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
         if (!h) throw Error("libdnnl.so.2 is not loaded after load_onednn()");
         Api r;
@@ -165,7 +166,7 @@ OnednnConv::OnednnConv(const looptool::Computation &c, ConvLayout layout)
         throw Error(fmt::format("{}: {} runs only conv2d benchmarks (make_conv2d's shape)", c.name,
                                 conv_method_name(layout)));
     const Api &a = api();
-    onednn_one_thread();
+    onednn_set_threads();
     Impl &m = *impl_;
     m.layout = layout;
     check(a.dnnl_engine_create(&m.engine, dnnl_cpu, 0), "engine");
@@ -203,7 +204,7 @@ OnednnConv::~OnednnConv() = default;
 void OnednnConv::bind(looptool::Buffers &b) {
     const Api &a = api();
     Impl &m = *impl_;
-    onednn_one_thread();
+    onednn_set_threads();
     LT_CHECK(!m.bound, "OnednnConv::bind called twice");
     std::vector<float *> p = b.pointers();
     LT_CHECK(p.size() == 4, "conv2d buffers are X, W, T, Y");
@@ -230,7 +231,7 @@ void OnednnConv::run() {
     const Api &a = api();
     Impl &m = *impl_;
     // OpenMP's thread count is per calling thread (onednn.cpp); nanoseconds against the call.
-    onednn_one_thread();
+    onednn_set_threads();
     const dnnl_exec_arg_t args[3] = {
         {DNNL_ARG_SRC, m.mem[0]}, {DNNL_ARG_WEIGHTS, m.mem[1]}, {DNNL_ARG_DST, m.mem[2]}};
     if (a.dnnl_primitive_execute(m.conv, m.stream, 3, args) != dnnl_success) std::abort();

@@ -1,6 +1,6 @@
 // oneDNN's convolution as the reference for conv2d benchmarks: forward inference,
-// the direct algorithm, one thread, Debian's oneDNN 2.6 loaded at run time like its sgemm
-// (onednn.cpp: load_onednn), through the C API so nothing links libdnnl.
+// the direct algorithm, on library_threads() threads, Debian's oneDNN 2.6 loaded at run time like
+// its sgemm (onednn.cpp: load_onednn), through the C API so nothing links libdnnl.
 //  - Plain: X, W and Y in our layouts (NCHW, OIHW, NCHW), oneDNN reading and writing our
 //    buffers directly: what a user with our tensors calls.
 //  - Best: every tensor in the layout oneDNN prefers (format_tag any: on AVX-512 its brgconv

@@ -22,6 +22,7 @@ using SgemvFn = void (*)(int, int, int, int, float, const float *, int, const fl
                          float *, int);
 SgemmFn g_sgemm = nullptr;
 SgemvFn g_sgemv = nullptr;
+void (*g_set_threads)(int) = nullptr;
 char *(*g_corename)() = nullptr;
 char *(*g_config)() = nullptr;
 }  // namespace
@@ -36,15 +37,15 @@ void load_openblas(const std::string &coretype) {
         if (strcasecmp(core.c_str(), coretype.c_str()) != 0)
             throw looptool::Error(fmt::format(
                 "OpenBLAS was loaded at start-up with core type {}, not {}: start the process with "
-                "OPENBLAS_CORETYPE={} OPENBLAS_NUM_THREADS=1",
+                "OPENBLAS_CORETYPE={}",
                 core, coretype, coretype));
-        if (auto set_threads =
-                reinterpret_cast<void (*)(int)>(dlsym(loaded, "openblas_set_num_threads")))
-            set_threads(1);
     }
+    // Debian's OpenBLAS is the pthreads build: openblas_set_num_threads starts more threads
+    // than the environment's count when asked (OMP_NUM_THREADS is for an OpenMP build).
+    const std::string threads = std::to_string(library_threads());
     setenv("OPENBLAS_CORETYPE", coretype.c_str(), 1);
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("OMP_NUM_THREADS", "1", 1);
+    setenv("OPENBLAS_NUM_THREADS", threads.c_str(), 1);
+    setenv("OMP_NUM_THREADS", threads.c_str(), 1);
     void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!h) throw looptool::Error(fmt::format("cannot load libopenblas.so.0: {}", dlerror()));
     g_sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
@@ -53,8 +54,13 @@ void load_openblas(const std::string &coretype) {
     g_sgemv = reinterpret_cast<SgemvFn>(dlsym(h, "cblas_sgemv"));
     if (!g_sgemm || !g_sgemv)
         throw looptool::Error("libopenblas.so.0 has no cblas_sgemm or cblas_sgemv");
-    if (auto set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads")))
-        set_threads(1);
+    g_set_threads = reinterpret_cast<void (*)(int)>(dlsym(h, "openblas_set_num_threads"));
+    if (!g_set_threads) throw looptool::Error("libopenblas.so.0 has no openblas_set_num_threads");
+    openblas_apply_threads();
+}
+
+void openblas_apply_threads() {
+    if (g_set_threads) g_set_threads(library_threads());
 }
 
 std::string openblas_core() { return g_corename ? g_corename() : "unknown"; }

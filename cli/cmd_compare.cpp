@@ -83,6 +83,7 @@ void add_options(CLI::App *cmd, Opts &o) {
                     "core streams through the shared L3 (-1: none)")
         ->check(at_least(-1));
     add_max_memory_option(cmd, o.c.max_memory);
+    add_threads_option(cmd, o.c.threads);
     cmd->add_flag("--json", o.json, "Machine-readable summary on stdout");
 }
 

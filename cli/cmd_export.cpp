@@ -6,6 +6,7 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
+#include "looptool/jit/thread_pool.h"
 #include "tune/policy.h"
 
 namespace looptool::cli {
@@ -13,6 +14,7 @@ namespace looptool::cli {
 struct ExportCliOptions {
     std::string bench, actions, actions_file, schedule, policy, out, cpu, name;
     bool tune = false, naive = false, json = false;
+    int threads = 1;
 };
 
 namespace {
@@ -37,7 +39,9 @@ Program export_schedule(const ExportCliOptions &o, std::vector<std::string> &app
     } else if (o.tune) {
         const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
         looptune::Policy policy = looptune::Policy::load(path);
-        looptune::Environment env(policy.env_config());
+        looptune::EnvConfig cfg;
+        cfg.threads = o.threads;  // with N > 1 the seeds include parallel ones
+        looptune::Environment env(policy.env_config(cfg));
         looptune::PolicyTuneResult r =
             looptune::tune_with_policy(policy, env, Program::naive(bench.comp));
         p = r.best;
@@ -77,13 +81,16 @@ Run add_export(CLI::App &app) {
         "LLVM CPU to compile for, e.g. znver4, skylake-avx512, x86-64-v3 (default: this host)");
     cmd->add_option("--name", o->name,
                     "C function and file name (default: the computation's name)");
+    add_threads_option(cmd, o->threads);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
+        if (o->threads == 0) o->threads = usable_cores();
         std::vector<std::string> applied;
         const Program p = export_schedule(*o, applied);
         ExportOptions opts;
         opts.cpu = o->cpu;
         opts.name = o->name;
+        opts.lower.threads = o->threads;
         const ExportedKernel k = export_kernel(p, opts);
         const std::vector<std::string> files = write_exported_kernel(k, o->out);
         if (o->json) {
@@ -91,12 +98,15 @@ Run add_export(CLI::App &app) {
                         {"function", k.name},
                         {"cpu", k.cpu},
                         {"triple", k.triple},
+                        {"threads", k.threads},
                         {"actions", applied},
                         {"files", files},
                         {"object_bytes", k.object.size()}});
         } else {
             fmt::print("{}", dump(p, false));
-            fmt::print("exported {} for {} ({}):\n", k.name, k.cpu, k.triple);
+            fmt::print(
+                "exported {} for {} ({}){}:\n", k.name, k.cpu, k.triple,
+                k.threads > 1 ? fmt::format(", parallel loops on {} threads", k.threads) : "");
             for (const auto &f : files) fmt::print("  {}\n", f);
         }
         return 0;

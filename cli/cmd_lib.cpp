@@ -5,7 +5,9 @@
 #include "env/store/schedule_library.h"
 #include "lib/kernel_library.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
+#include "tune/schedule_library_use.h"
 
 namespace looptool::cli {
 
@@ -14,6 +16,7 @@ namespace {
 struct LibCliOptions {
     std::string store, out, machine, cpu, block = "64,128,256";
     bool json = false;
+    int threads = 1;
 };
 
 std::array<int64_t, 3> parse_block(const std::string &text) {
@@ -38,8 +41,9 @@ int run_lib_build(const LibCliOptions &o) {
     opts.out = o.out;
     opts.cpu = o.cpu;
     opts.block = parse_block(o.block);
-    opts.machine =
-        o.machine.empty() ? looptune::machine_fingerprint(machine_peak_gflops()) : o.machine;
+    opts.threads = o.threads == 0 ? usable_cores() : o.threads;
+    // tune files N-thread schedules under the machine plus |threads=N.
+    opts.machine = o.machine.empty() ? looptune::library_machine(opts.threads) : o.machine;
     const std::string store = o.store.empty() ? looptune::ScheduleLibrary::default_path() : o.store;
     if (store.empty())
         throw Error("lib build: no store: give --store, or set LOOPTUNE_LIBRARY or HOME");
@@ -98,6 +102,12 @@ Run add_lib(CLI::App &app) {
         ->add_option("--block", o->block,
                      "M,N,K of the block kernel lt_sgemm tiles other shapes over")
         ->capture_default_str();
+    build
+        ->add_option("--threads", o->threads,
+                     "Threads the kernels' parallel loops run on (0: every usable core); above "
+                     "1 the default machine is this one's N-thread library (tune --threads N)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1024));
     build->add_flag("--json", o->json, "Machine-readable output");
     return [o] { return run_lib_build(*o); };
 }

@@ -127,6 +127,7 @@ void add_train_run_options(CLI::App *cmd, looptune::TrainConfig &c) {
     cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")
         ->capture_default_str()
         ->check(int_in(1, looptune::kMaxEpisodeSteps));
+    add_threads_option(cmd, c.threads);
     cmd->add_option("--max-loops", c.max_loops, "Rows of loops_tensor")
         ->capture_default_str()
         ->check(at_least(1));

@@ -300,6 +300,8 @@ Observation Environment::observe(const std::string &space) const {
         return stride_tensor(program_);
     } else if (space == "prev_actions_tensor") {
         return prev_actions_tensor(history_, space_);
+    } else if (space == "threads") {
+        o.scalar = config_.threads;
     } else {
         std::string known;
         for (const auto &n : observation_space_names()) known += (known.empty() ? "" : ", ") + n;

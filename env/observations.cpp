@@ -15,7 +15,8 @@ const std::vector<std::string> &observation_space_names() {
                                                    "loop_tree",
                                                    "loops_tensor",
                                                    "stride_tensor",
-                                                   "prev_actions_tensor"};
+                                                   "prev_actions_tensor",
+                                                   "threads"};
     return names;
 }
 

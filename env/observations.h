@@ -5,6 +5,7 @@
 //   loops_tensor            [max_loops, kLoopFeatures] float
 //   stride_tensor           [kStrideBuckets] float
 //   prev_actions_tensor     [kPrevActions, |action space|] float
+//   threads                 scalar: the threads a parallel loop runs on (EnvConfig::threads)
 #pragma once
 
 #include <cstdint>

@@ -19,6 +19,7 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "search/search.h"
 #include "util/stats.h"
@@ -62,6 +63,9 @@ void check_environment(const CompareConfig &c, const std::string &m) {
 // Errors of the configuration, before anything runs or is written.
 void check_config(const CompareConfig &c) {
     if (c.methods.empty()) throw Error("compare: no methods");
+    if (c.threads < 1)
+        throw Error(
+            fmt::format("compare: {} threads: give 1 or more (0: every usable core)", c.threads));
     std::vector<std::string> known = default_compare_methods();
     for (const auto &[name, method] : c.extra_methods) known.push_back(name);
     for (const auto &m : c.methods)
@@ -148,6 +152,7 @@ private:
         judge_cfg.max_steps = 1 << 30;
         judge_cfg.measure = c.judge_measure;
         judge_cfg.max_memory = c.max_memory;
+        judge_cfg.threads = c.threads;
         return judge_cfg;
     }
     // A measured row is kept; a failed one is tried again.
@@ -243,8 +248,11 @@ void CompareRun::benchmark(const std::string &file) {
 
 }  // namespace
 
-std::vector<CompareRow> run_compare(const CompareConfig &c) {
+std::vector<CompareRow> run_compare(const CompareConfig &config) {
+    CompareConfig c = config;
+    if (c.threads == 0) c.threads = looptool::usable_cores();
     check_config(c);
+    bench::set_library_threads(c.threads);
     const std::vector<std::string> files = select_files(c);
     std::optional<looptool::CacheNeighbour> neighbour;
     if (c.neighbour_core >= 0) neighbour.emplace(c.neighbour_core, sched_getcpu());

@@ -48,6 +48,10 @@ struct CompareConfig {
     std::string space = "full";
     std::string store_path;  ///< shared measurement store (optional)
     int64_t max_memory = 0;  ///< EnvConfig::max_memory of every environment (--max-memory)
+    /// Threads of every method: EnvConfig::threads of every environment and the judge's, and
+    /// the libraries' (bench::set_library_threads). 0: every usable core (run_compare resolves
+    /// it before anything runs).
+    int threads = 1;
     std::string out_dir;
     int limit = 0;  ///< first N benchmarks of the split (0: all)
     /// Judge only each method's final schedule (step_gflops then holds that one figure), not

@@ -127,6 +127,7 @@ EnvConfig method_environment(const CompareConfig &c, const std::string &method) 
     cfg.action_space = c.space;
     cfg.store_path = c.store_path;
     cfg.max_memory = c.max_memory;
+    cfg.threads = c.threads;
     cfg.max_steps = c.max_steps > 0 ? c.max_steps : kLoopTuneSteps;
     if (auto it = c.extra_methods.find(method); it != c.extra_methods.end()) {
         if (it->second.environment) cfg = it->second.environment(cfg);

@@ -166,10 +166,11 @@ std::string steps_text(const CompareConfig &c) {
 
 std::string settings_text(const CompareConfig &c, double peak) {
     return fmt::format(
-        "Dataset `{}`, split `{}`, action space `{}`, {}, budget {} s per search, seed {}. Peak "
-        "(MAX_GFLOPS) {:.1f} GFLOPS. Every final schedule is re-measured with the full protocol "
-        "(docs/measurement.md) in the same run{}.\n\n",
-        c.dataset_dir, split_name(c.split), c.space, steps_text(c), c.budget_s, c.seed, peak,
+        "Dataset `{}`, split `{}`, action space `{}`, {}, budget {} s per search, seed {}, {}. "
+        "Peak (MAX_GFLOPS, the threads' roof) {:.1f} GFLOPS. Every final schedule is re-measured "
+        "with the full protocol (docs/measurement.md) in the same run{}.\n\n",
+        c.dataset_dir, split_name(c.split), c.space, steps_text(c), c.budget_s, c.seed,
+        count_of(c.threads, "thread"), peak,
         c.judge_rounds > 1
             ? fmt::format(", then all methods' kernels of a benchmark in {} alternating rounds "
                           "(figures: medians)",
@@ -208,8 +209,9 @@ std::string conv_table(const std::vector<MethodSummary> &sums) {
                      [](const MethodSummary &s) { return s.geomean_vs_onednn_conv_plain > 0; }))
         return "";
     std::string md =
-        "\nConv2d benchmarks against oneDNN's convolution (direct, forward inference, one "
-        "thread): `onednn-conv-plain` on our NCHW/OIHW tensors, `onednn-conv-best` in its "
+        "\nConv2d benchmarks against oneDNN's convolution (direct, forward inference, on "
+        "compare's threads): `onednn-conv-plain` on our NCHW/OIHW tensors, `onednn-conv-best` in "
+        "its "
         "preferred blocked layouts (reorders not timed).\n\n| method | geomean vs "
         "onednn-conv-plain | geomean vs onednn-conv-best |\n|---|---|---|\n";
     for (const auto &s : sums)
@@ -264,8 +266,9 @@ void write_summary(const CompareConfig &c, const std::vector<CompareRow> &rows, 
             c.neighbour_core);
     md +=
         "\nOpenBLAS is cblas_sgemm (cblas_sgemv for M = 1), oneDNN is dnnl_sgemm (its own gemv "
-        "path for M = 1); both on one thread, on the same buffers, each result checked against "
-        "the reference interpreter.\n";
+        "path for M = 1); both on the same buffers and on as many threads as our kernels "
+        "(oneDNN: omp_set_num_threads, OpenBLAS: openblas_set_num_threads), each result checked "
+        "against the reference interpreter.\n";
     md +=
         "\nPer benchmark: `results.csv`; plots: `plots/gflops.png`, `plots/tuning_time.png`, "
         "`plots/steps/<benchmark>.png`.\n";

@@ -114,6 +114,7 @@ std::vector<std::string> publish(const Staging &st, const std::string &out) {
 struct Compiled {
     std::vector<DispatchKernel> dispatch;
     std::vector<std::string> objects;
+    bool parallel = false;  ///< a kernel calls looptool_threads.c's pool
 };
 
 /// Exports one entry's program as `function` into the staging directory.
@@ -133,7 +134,9 @@ void compile_entry(const LibraryEntry &e, const std::string &function, const std
     looptool::ExportOptions eo;
     eo.name = function;
     eo.cpu = options.cpu;
+    eo.lower.threads = options.threads;
     const looptool::ExportedKernel k = looptool::export_kernel(p, eo);
+    out.parallel = out.parallel || !k.runtime.empty();
     lib.cpu = k.cpu;
     lib.triple = k.triple;
     st.write(function + ".o", k.object);
@@ -183,7 +186,8 @@ KernelLibrary build_kernel_library(const std::vector<LibraryEntry> &entries,
     st.write("looptune_kernels.json", manifest_text);
     st.write("dispatch.c",
              dispatch_source(compiled.dispatch, kBlockFunction, options.block, manifest_text));
-    link_library(tools, st.dir.string(), compiled.objects, options.cpu.empty());
+    if (compiled.parallel) st.write("looptool_threads.c", looptool::exported_threads_runtime());
+    link_library(tools, st.dir.string(), compiled.objects, options.cpu.empty(), compiled.parallel);
     lib.files = publish(st, options.out);
     return lib;
 }

@@ -23,6 +23,12 @@ struct KernelLibraryOptions {
     std::array<int64_t, 3> block = {64, 128, 256};
     /// C compiler and archiver; empty: $CC, else `cc`; $AR, else `ar`.
     std::string cc, ar;
+    /// Threads a kernel's `parallel` loops run on (export's LowerOptions::threads). Above 1 a
+    /// library with a parallel kernel carries looptool_threads.c's pool (export.h), compiled
+    /// in with hidden symbols; the .so then links -pthread (and must not be dlclose'd once a
+    /// parallel kernel ran: its workers wait in its code), and a program linking the .a links
+    /// with -pthread.
+    int threads = 1;
 };
 
 struct LibraryKernel {

@@ -96,12 +96,22 @@ Toolchain find_toolchain(const std::string &cc, const std::string &ar) {
     return t;
 }
 
-void link_library(const Toolchain &tools, const std::string &dir,
-                  const std::vector<std::string> &objects, bool native) {
+void link_library(const Toolchain &tools, const std::string &dir, std::vector<std::string> objects,
+                  bool native, bool threads) {
     const std::string d = dir + "/", log = d + "tool.log";
     std::vector<std::string> cc = tools.cc;
     for (const char *flag : {"-std=c11", "-O3", "-fPIC", "-c"}) cc.push_back(flag);
     if (native) cc.push_back("-march=native");
+    if (threads) {
+        // The pool is the library's own: its symbols stay out of the .so's interface.
+        std::vector<std::string> pool = cc;
+        for (const std::string &a :
+             {std::string("-pthread"), std::string("-fvisibility=hidden"), d + "looptool_threads.c",
+              std::string("-o"), d + "looptool_threads.o"})
+            pool.push_back(a);
+        run(pool, log);
+        objects.push_back(d + "looptool_threads.o");
+    }
     for (const std::string &a : {d + "dispatch.c", std::string("-o"), d + "dispatch.o"})
         cc.push_back(a);
     run(cc, log);
@@ -111,6 +121,7 @@ void link_library(const Toolchain &tools, const std::string &dir,
         so.push_back(a);
     so.insert(so.end(), objects.begin(), objects.end());
     so.push_back("-lm");
+    if (threads) so.push_back("-pthread");
     run(so, log);
     std::vector<std::string> a = {tools.ar, "rcs", d + "liblooptune_kernels.a", d + "dispatch.o"};
     a.insert(a.end(), objects.begin(), objects.end());

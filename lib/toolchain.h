@@ -18,9 +18,10 @@ Toolchain find_toolchain(const std::string &cc, const std::string &ar);
 
 /// In `dir`: compiles dispatch.c (beside looptune_kernels.h) to position-independent code
 /// (-O3; -march=native when `native`), links it with `objects` into liblooptune_kernels.so
-/// (cc -shared) and archives them into liblooptune_kernels.a. Throws looptool::Error with the
-/// tool's command and its first lines of output when one fails.
-void link_library(const Toolchain &tools, const std::string &dir,
-                  const std::vector<std::string> &objects, bool native);
+/// (cc -shared) and archives them into liblooptune_kernels.a. With `threads`, also
+/// looptool_threads.c (-pthread, hidden symbols), and the .so links -pthread. Throws
+/// looptool::Error with the tool's command and its first lines of output when one fails.
+void link_library(const Toolchain &tools, const std::string &dir, std::vector<std::string> objects,
+                  bool native, bool threads = false);
 
 }  // namespace looptune

@@ -25,6 +25,7 @@
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
+#include "looptool/jit/thread_pool.h"
 #include "python/tune_binding.h"
 #include "tune/guided_search.h"
 
@@ -282,8 +283,9 @@ void bind_core(py::module_ &m) {
                          std::optional<std::vector<int64_t>> conv, const std::string &action_space,
                          int max_steps, std::optional<std::string> store, int max_loops,
                          bool verify, bool measure, bool graph, const std::string &illegal_action,
-                         double illegal_penalty) {
+                         double illegal_penalty, int threads) {
                  looptune::EnvConfig cfg;
+                 cfg.threads = threads;
                  cfg.action_space = action_space;
                  cfg.max_steps = max_steps;
                  cfg.max_loops = max_loops;
@@ -297,7 +299,7 @@ void bind_core(py::module_ &m) {
              py::arg("benchmark"), py::arg("dataset"), py::arg("split"), py::arg("matmul"),
              py::arg("conv"), py::arg("action_space"), py::arg("max_steps"), py::arg("store"),
              py::arg("max_loops"), py::arg("verify"), py::arg("measure"), py::arg("graph"),
-             py::arg("illegal_action"), py::arg("illegal_penalty"))
+             py::arg("illegal_action"), py::arg("illegal_penalty"), py::arg("threads"))
         .def("reset", &Core::reset, py::arg("benchmark"))
         .def("step", &Core::step, py::arg("action"))
         .def("observation", &Core::observation)
@@ -308,6 +310,7 @@ void bind_core(py::module_ &m) {
         .def_property_readonly("max_loops", [](Core &c) { return c.config().max_loops; })
         .def_property_readonly("max_steps", [](Core &c) { return c.config().max_steps; })
         .def_property_readonly("max_gflops", [](Core &c) { return c.max_gflops(); })
+        .def_property_readonly("threads", [](Core &c) { return c.config().threads; })
         .def_property_readonly(
             "gflops", [](Core &c) { return c.with_env([](Environment &e) { return e.gflops(); }); })
         .def_property_readonly("graph", &Core::graph)
@@ -334,10 +337,11 @@ void bind_core(py::module_ &m) {
 }
 
 py::dict py_measure(const std::string &benchmark, std::optional<std::string> actions,
-                    std::optional<std::string> schedule, bool verify) {
+                    std::optional<std::string> schedule, bool verify, int threads) {
     py::gil_scoped_release release;
     const Program p = schedule_of(benchmark, actions, schedule);
     looptune::EnvConfig cfg;
+    cfg.threads = threads;
     cfg.measure = MeasureOptions{};  // the full protocol of measure.h, not the env's short one
     Environment env(cfg);
     env.reset(p);
@@ -358,9 +362,13 @@ py::dict py_measure(const std::string &benchmark, std::optional<std::string> act
 
 py::dict py_export(const std::string &benchmark, const std::string &out,
                    std::optional<std::string> actions, std::optional<std::string> schedule,
-                   std::optional<std::string> cpu, std::optional<std::string> name) {
+                   std::optional<std::string> cpu, std::optional<std::string> name, int threads) {
     py::gil_scoped_release release;
+    if (threads < 0)
+        throw Error(
+            fmt::format("export: threads={}: give 1 or more (0: every usable core)", threads));
     ExportOptions o;
+    o.lower.threads = threads == 0 ? usable_cores() : threads;
     o.cpu = cpu.value_or("");
     o.name = name.value_or("");
     const ExportedKernel k = export_kernel(schedule_of(benchmark, actions, schedule), o);
@@ -370,6 +378,7 @@ py::dict py_export(const std::string &benchmark, const std::string &out,
     d["function"] = k.name;
     d["cpu"] = k.cpu;
     d["files"] = files;
+    d["threads"] = k.threads;
     return d;
 }
 
@@ -398,10 +407,10 @@ PYBIND11_MODULE(_core, m) {
     bind_core(m);
     bind_tune(m);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
-          py::arg("schedule") = py::none(), py::arg("verify") = true);
+          py::arg("schedule") = py::none(), py::arg("verify") = true, py::arg("threads") = 1);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),
           py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
-          py::arg("cpu") = py::none(), py::arg("name") = py::none());
+          py::arg("cpu") = py::none(), py::arg("name") = py::none(), py::arg("threads") = 1);
     m.def(
         "action_names",
         [](const std::string &space) { return action_names(ActionSpace::preset(space).actions); },

@@ -1,10 +1,13 @@
 // `looptune.tune`: the schedule library's answer, or the guided search, as a dict.
 #include "python/tune_binding.h"
 
+#include <fmt/format.h>
 #include <pybind11/stl.h>
 
 #include "looptool/actions/actions.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/ir/error.h"
+#include "looptool/jit/thread_pool.h"
 #include "tune/guided_search.h"
 #include "tune/schedule_library_use.h"
 
@@ -65,12 +68,16 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
                  std::optional<std::string> store, double budget_s, bool greedy,
                  const std::optional<std::vector<int64_t>> &matmul,
                  const std::optional<std::vector<int64_t>> &conv,
-                 const std::optional<std::string> &library, bool retune) {
+                 const std::optional<std::string> &library, bool retune, int threads) {
+    if (threads < 0)
+        throw Error(
+            fmt::format("tune: threads={}: give 1 or more (0: every usable core)", threads));
+    if (threads == 0) threads = usable_cores();
     const Program start = tune_start(benchmark, matmul, conv);
     py::gil_scoped_release release;
     std::string warning;  // the default library could not be opened: tuned without it
     auto lib = looptune::open_tune_library(library.value_or(""), store.value_or(""), &warning);
-    const std::string machine = lib ? looptune::library_machine() : "";
+    const std::string machine = lib ? looptune::library_machine(threads) : "";
     if (lib && !retune)
         if (const auto a = looptune::library_answer(*lib, machine, start)) {
             py::gil_scoped_acquire acquire;
@@ -80,6 +87,7 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
     looptune::Policy pol = looptune::Policy::load(path);
     looptune::EnvConfig base;
     base.store_path = store.value_or("");
+    base.threads = threads;
     Environment env(pol.env_config(base));
     looptune::GuidedConfig g;
     g.budget_s = budget_s;
@@ -105,5 +113,5 @@ void bind_tune(py::module_ &m) {
     m.def("tune", &py_tune, py::arg("benchmark") = py::none(), py::arg("policy") = py::none(),
           py::arg("store") = py::none(), py::arg("budget_s") = looptune::GuidedConfig{}.budget_s,
           py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none(),
-          py::arg("library") = py::none(), py::arg("retune") = false);
+          py::arg("library") = py::none(), py::arg("retune") = false, py::arg("threads") = 1);
 }

@@ -349,6 +349,7 @@ EnvConfig train_env_config(const TrainConfig &config) {
     e.action_space = config.action_space;
     e.max_steps = config.max_steps;
     e.max_loops = config.max_loops;
+    e.threads = config.threads;
     e.store_path = config.store_path.empty() ? config.out_dir + "/store.sqlite" : config.store_path;
     return e;
 }

@@ -53,6 +53,9 @@ struct TrainConfig {
         16;  ///< actions per episode (the tile takes ~12 in `full`); <= kMaxEpisodeSteps
     int max_loops = 10;
     std::string store_path;  ///< default: out_dir/store.sqlite
+    /// Threads parallel loops run on (EnvConfig::threads; 0: every usable core): rewards are
+    /// measured against N times the single-core peak; the `threads` observation carries N.
+    int threads = 1;
 
     // Network.
     Encoder encoder = Encoder::Mlp;

@@ -363,3 +363,43 @@ TEST(Cli, ExportRejectsBadInputWithOneLine) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(dir.path / "out" / "mm16_8_16.o"));
 }
+
+// --threads takes a count from 0 (every usable core) to 1024: anything else is one error line
+// naming the option, for every command that takes it.
+TEST(Cli, BadThreadsAreAClearError) {
+    tests::TempDir dir("cli_threads");
+    ASSERT_EQ(run_cli(dir, "generate --dimA 16,8 --dimB 8,16 --out ds").exit_code, 0);
+    for (const char *bad : {"-1", "two", "1025", "1.5", ""})
+        for (const std::string cmd :
+             {"read --no-measure --bench ds/mm16_16_8 --actions down",
+              "export --bench "
+              "ds/mm16_16_8 --out out",
+              "compare --dataset ds --split all --out cmp --no-plots", "tune --matmul 16,16,8",
+              "search --bench ds/mm16_16_8 --algo greedy1", "train --dataset ds --out tr"}) {
+            const std::string args = cmd + " --threads '" + bad + "'";
+            RunResult r = run_cli(dir, args);
+            EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+            EXPECT_TRUE(r.err.starts_with("error: ")) << args << "\n" << r.err;
+            EXPECT_NE(r.err.find("--threads"), std::string::npos) << args << "\n" << r.err;
+            EXPECT_FALSE(fs::exists(dir.path / "out")) << args;
+            EXPECT_FALSE(fs::exists(dir.path / "cmp")) << args;
+            EXPECT_FALSE(fs::exists(dir.path / "tr")) << args;
+        }
+}
+
+// export --threads N of a schedule with a parallel loop writes the pthreads runtime beside it.
+TEST(Cli, ExportWithThreadsWritesTheRuntimeOfAParallelKernel) {
+    tests::TempDir dir("cli_export_threads");
+    ASSERT_EQ(run_cli(dir, "generate --dimA 40,16 --dimB 16,24 --out ds").exit_code, 0);
+    RunResult e = run_cli(dir,
+                          "export --bench ds/mm40_24_16 --actions parallel,split_8 --threads 2 "
+                          "--out out --json");
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_NE(e.out.find("\"threads\": 2"), std::string::npos) << e.out;
+    EXPECT_GT(fs::file_size(dir.path / "out" / "looptool_threads.c"), 0u);
+    RunResult one =
+        run_cli(dir, "export --bench ds/mm40_24_16 --actions parallel --out one --json");
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    EXPECT_NE(one.out.find("\"threads\": 1"), std::string::npos) << one.out;
+    EXPECT_FALSE(fs::exists(dir.path / "one" / "looptool_threads.c"));
+}

@@ -196,6 +196,7 @@ TEST(Environment, EveryObservationSpaceHasItsDocumentedShape) {
     EXPECT_EQ(env.observe("loops_tensor").shape, (std::vector<int64_t>{6, kLoopFeatures}));
     EXPECT_EQ(env.observe("prev_actions_tensor").shape, (std::vector<int64_t>{kPrevActions, 7}));
     EXPECT_EQ(env.observe("ir").text, serialize(env.program()));
+    EXPECT_EQ(env.observe("threads").scalar, env.config().threads);
     EXPECT_NE(env.observe("loop_tree").text.find("<<<<<< cursor"), std::string::npos);
     EXPECT_THROW(env.observe("no_such_space"), Error);
 }

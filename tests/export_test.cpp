@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -69,8 +70,18 @@ static int io(const char *path, const char *mode, float *p, long n) {{
     fclose(f);
     return done == n;
 }}
+/* The threads the process has after the call: a parallel kernel's workers stay. */
+static void count_threads(void) {{
+    char line[256];
+    FILE *in = fopen("/proc/self/status", "r"), *out = fopen("threads.txt", "w");
+    while (in && out && fgets(line, sizeof line, in))
+        if (line[0] == 'T' && line[1] == 'h' && line[2] == 'r') fputs(line, out);
+    if (in) fclose(in);
+    if (out) fclose(out);
+}}
 int main(void) {{
 {1}{2}    {0}({3});
+    count_threads();
 {4}    return 0;
 }}
 )",
@@ -91,9 +102,12 @@ Comparison run_exported_from_c(const Program &p, const TempDir &dir,
     const Reference ref = compute_reference(c, want);
     tests::write(dir, "main.c", c_driver(c, k.name));
     const std::string d = dir.path.string();
-    EXPECT_EQ(sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o -lm",
-                             d, k.name)),
-              0);
+    // A parallel kernel links the pthreads runtime written beside it.
+    const std::string runtime = k.runtime.empty() ? "" : "looptool_threads.c -pthread";
+    EXPECT_EQ(
+        sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o {2} -lm", d,
+                       k.name, runtime)),
+        0);
     EXPECT_EQ(sh(fmt::format("cd '{}' && ./prog", d)), 0);
     Buffers got = make_buffers(c, 7);
     for (size_t t = 0; t < c.tensors.size(); ++t)
@@ -163,6 +177,75 @@ TEST(Export, APackedConvolutionCarriesItsTransposeAndMatchesTheReference) {
     ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "conv_pack.o", dir / "undefined.txt")), 0);
     EXPECT_EQ(tests::slurp(dir.path / "undefined.txt").find("looptool_transpose16"),
               std::string::npos);
+}
+
+/// p with the outermost loop of each nest made parallel where the rule allows it.
+Program parallel_nests(Program p) {
+    for (int n = 0; n < int(p.tree.nests.size()); ++n) {
+        p.cursor = p.tree.flat({n, 0});
+        if (!why_illegal(p, Action::Parallel)) p = apply(p, Action::Parallel);
+    }
+    return p;
+}
+
+int threads_of_driver(const TempDir &dir) {
+    const std::string status = tests::slurp(dir.path / "threads.txt");  // "Threads:\tN"
+    return status.rfind("Threads:", 0) == 0 ? std::atoi(status.c_str() + 8) : -1;
+}
+
+// A parallel kernel runs from a C program on the threads it was exported with: its object
+// calls looptool_parallel_for, which looptool_threads.c (pthreads) defines.
+TEST(Export, AParallelMatmulRunsFromACProgramOnItsThreads) {
+    // An 8x16 tile over 37 rows (5 tile rows: an uneven split on 3 threads, a tail), both nests
+    // parallel.
+    const Program p = parallel_nests(with_actions(
+        tests::matmul_program(37, 100, 129),
+        "split_8,down,down,down,split_16,swap_up,swap_up,down,swap_down,unroll,down,vectorize"));
+    ASSERT_TRUE(p.tree.nests[0].loops[0].parallel) << dump(p);
+    for (int threads : {2, 3}) {
+        SCOPED_TRACE(fmt::format("{} threads", threads));
+        TempDir dir("export_parallel");
+        ExportOptions opts;
+        opts.lower.threads = threads;
+        const ExportedKernel k = export_kernel(p, opts);
+        EXPECT_EQ(k.threads, threads);
+        EXPECT_NE(k.header.find("looptool_threads.c"), std::string::npos) << k.header;
+        const Comparison r = run_exported_from_c(p, dir, opts);
+        EXPECT_TRUE(r.ok) << r.first_mismatch;
+        EXPECT_EQ(threads_of_driver(dir), threads);  // the caller and threads - 1 workers
+        ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "mm37_100_129.o", dir / "u.txt")), 0);
+        EXPECT_NE(tests::slurp(dir.path / "u.txt").find("looptool_parallel_for"),
+                  std::string::npos);
+    }
+}
+
+TEST(Export, AParallelConvolutionRunsFromACProgram) {
+    TempDir dir("export_parallel_conv");
+    const Program p = parallel_nests(
+        Program::naive(std::make_shared<Computation>(make_conv2d(3, 4, 7, 6, 5, 3, 2, "pconv"))));
+    ExportOptions opts;
+    opts.lower.threads = 2;
+    const Comparison r = run_exported_from_c(p, dir, opts);
+    EXPECT_TRUE(r.ok) << r.first_mismatch;
+    EXPECT_EQ(threads_of_driver(dir), 2);
+}
+
+// Without a parallel loop (or with one thread) the kernel is the single-threaded one: no
+// runtime file, nothing but libc.
+TEST(Export, ThreadsWithoutAParallelLoopWriteNoRuntime) {
+    TempDir dir("export_serial");
+    ExportOptions opts;
+    opts.lower.threads = 4;
+    const ExportedKernel k = export_kernel(tests::matmul_program(16, 16, 16), opts);
+    EXPECT_EQ(k.threads, 1);
+    EXPECT_TRUE(k.runtime.empty());
+    const std::vector<std::string> files = write_exported_kernel(k, dir.path.string());
+    EXPECT_EQ(files.size(), 5u);
+    ExportOptions one;
+    const ExportedKernel serial =
+        export_kernel(parallel_nests(tests::matmul_program(16, 16, 16)), one);
+    EXPECT_TRUE(serial.runtime.empty());
+    EXPECT_EQ(serial.ir.find("looptool_parallel_for"), std::string::npos);
 }
 
 TEST(Export, TheObjectNeedsNothingBeyondLibcAndLibm) {

@@ -17,6 +17,7 @@
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/jit/export.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
 
@@ -271,6 +272,38 @@ TEST_F(KernelLibraryTest, TheSharedLibraryDefinesOnlyLtFunctions) {
     }
     EXPECT_EQ(lt,
               4 + 1 + 3);  // the kernels, the block kernel, lt_sgemm, lt_sconv2d, lt_library_info
+}
+
+// With threads, a parallel kernel runs on the library's own pool (looptool_threads.c compiled
+// in, its symbols hidden): lt_sgemm on the tuned shape matches the reference.
+TEST(KernelLibrary, AParallelKernelRunsOnTheLibrarysOwnPool) {
+    TempDir dir("kernel_library_threads");
+    auto mm = std::make_shared<Computation>(looptool::make_matmul(64, 48, 40, "mm64_48_40"));
+    Program p = Program::naive(mm);
+    for (looptool::Action a : tile_actions(*mm, TileSchedule{})) p = looptool::apply(p, a);
+    p.cursor = 0;
+    p = looptool::apply(p, looptool::Action::Parallel);
+    KernelLibraryOptions o;
+    o.out = dir.path.string();
+    o.block = {64, 48, 40};  // the tuned entry: no seeds measured
+    o.threads = 2;
+    build_kernel_library({entry(p, "matmul", {64, 48, 40})}, o);
+    void *h = dlopen((dir / "liblooptune_kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h) << dlerror();
+    auto sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "lt_sgemm"));
+    ASSERT_TRUE(sgemm);
+    EXPECT_EQ(dlsym(h, "looptool_parallel_for"), nullptr);  // hidden
+    const looptool::Comparison r = sgemm_checked(sgemm, 64, 48, 40);
+    EXPECT_TRUE(r.ok) << r.first_mismatch;
+    // Not closed: the pool's workers wait in the library's code for the process's life.
+    const std::string ir = looptool::export_kernel(p,
+                                                   [] {
+                                                       looptool::ExportOptions e;
+                                                       e.lower.threads = 2;
+                                                       return e;
+                                                   }())
+                               .ir;
+    EXPECT_NE(ir.find("looptool_parallel_for"), std::string::npos);
 }
 
 TEST(KernelLibrary, ABlockOfATunedShapeComesFromTheLibrary) {

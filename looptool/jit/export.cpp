@@ -121,14 +121,40 @@ void add_c_entry(llvm::Module &m, const Computation &c, const std::string &name,
     b.CreateRetVoid();
 }
 
+// The pool a parallel loop is handed to (`looptool_thread_pool`, the JIT's ThreadPool) becomes
+// an int in the object holding the threads: what looptool_threads.c reads from it.
+void bind_thread_count(llvm::Module &m, int threads) {
+    llvm::GlobalVariable *pool = m.getGlobalVariable("looptool_thread_pool");
+    LT_CHECK(pool, "export: a parallel kernel without looptool_thread_pool");
+    llvm::Type *i32 = llvm::Type::getInt32Ty(m.getContext());
+    auto *count = new llvm::GlobalVariable(m, i32, true, llvm::GlobalValue::InternalLinkage,
+                                           llvm::ConstantInt::get(i32, uint64_t(threads)),
+                                           "looptool_threads");
+    count->setAlignment(llvm::Align(4));
+    pool->replaceAllUsesWith(count);
+    pool->eraseFromParent();
+}
+
 std::string shape_text(const Tensor &t) {
     std::string s;
     for (int64_t d : t.shape) s += fmt::format("[{}]", d);
     return s;
 }
 
+// How to link the kernel and whether it may be called from several threads at once.
+std::string link_text(const std::string &name, int threads) {
+    if (threads < 2)
+        return fmt::format("link {}.o (needs only libc).\n// Thread-safe (no global state).\n",
+                           name);
+    return fmt::format(
+        "link {0}.o and looptool_threads.c\n// (cc -pthread: its parallel loops run on {1} "
+        "threads, the caller's included).\n// Thread-safe: one call's parallel loop runs at a "
+        "time; another's meanwhile on its caller.\n",
+        name, threads);
+}
+
 std::string make_header(const Computation &c, const std::string &name, const std::string &cpu,
-                        const std::string &triple) {
+                        const std::string &triple, int threads) {
     std::string params, tensors;
     for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
         for (const Tensor &t : c.tensors)
@@ -148,19 +174,20 @@ std::string make_header(const Computation &c, const std::string &name, const std
     const std::string guard = "LOOPTUNE_EXPORT_" + name + "_H";
     return fmt::format(
         "// {name}: a kernel exported by `looptool export` (looptune) from {name}.program.\n"
-        "// Compiled for {triple}, CPU {cpu}; link {name}.o (needs only libc).\n"
+        "// Compiled for {triple}, CPU {cpu}; {link}"
         "//\n"
         "// Computes ({vars}):\n{stmts}"
         "// Tensors: float32, row-major, each pointer 64-byte aligned (aligned_alloc(64, ...)),\n"
-        "// no two overlapping. Outputs are fully overwritten. Thread-safe (no global state).\n"
+        "// no two overlapping. Outputs are fully overwritten.\n"
         "{tensors}"
         "#ifndef {guard}\n#define {guard}\n\n"
         "#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n"
         "void {name}({params});\n\n"
         "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
         fmt::arg("name", name), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
-        fmt::arg("vars", vars), fmt::arg("stmts", stmts), fmt::arg("tensors", tensors),
-        fmt::arg("guard", guard), fmt::arg("params", params));
+        fmt::arg("link", link_text(name, threads)), fmt::arg("vars", vars),
+        fmt::arg("stmts", stmts), fmt::arg("tensors", tensors), fmt::arg("guard", guard),
+        fmt::arg("params", params));
 }
 
 std::string emit(llvm::TargetMachine &tm, const llvm::Module &m, llvm::CodeGenFileType type) {
@@ -237,8 +264,14 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
 
     llvm::LLVMContext ctx;
     const std::string kernel_name = k.name + ".kernel";
+    LoweringSummary summary;
     std::unique_ptr<llvm::Module> m =
-        detail::lower_to_module(p, ctx, kernel_name, options.lower, nullptr);
+        detail::lower_to_module(p, ctx, kernel_name, options.lower, &summary);
+    if (summary.parallel_nests > 0) {
+        k.threads = options.lower.threads;
+        bind_thread_count(*m, k.threads);
+        k.runtime = exported_threads_runtime();
+    }
     m->setModuleIdentifier(k.name);
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(k.triple);
@@ -252,7 +285,7 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     m->print(ir, nullptr);
     k.assembly = emit(*tm, *m, llvm::CodeGenFileType::AssemblyFile);
     k.object = emit(*tm, *m, llvm::CodeGenFileType::ObjectFile);
-    k.header = make_header(c, k.name, k.cpu, k.triple);
+    k.header = make_header(c, k.name, k.cpu, k.triple, k.threads);
     k.program = serialize(p);
     return k;
 }
@@ -263,11 +296,13 @@ std::vector<std::string> write_exported_kernel(const ExportedKernel &k, const st
     fs::create_directories(dir, ec);
     if (ec || !fs::is_directory(dir))
         throw Error(fmt::format("{}: cannot create the directory", dir));
-    const std::pair<const char *, const std::string *> files[] = {{".o", &k.object},
-                                                                  {".h", &k.header},
-                                                                  {".ll", &k.ir},
-                                                                  {".s", &k.assembly},
-                                                                  {".program", &k.program}};
+    std::vector<std::pair<std::string, const std::string *>> files = {
+        {k.name + ".o", &k.object},
+        {k.name + ".h", &k.header},
+        {k.name + ".ll", &k.ir},
+        {k.name + ".s", &k.assembly},
+        {k.name + ".program", &k.program}};
+    if (!k.runtime.empty()) files.emplace_back("looptool_threads.c", &k.runtime);
     // Every file is written under a temporary name first (a new file: a symlink planted there is
     // never followed) and only then are all renamed, so a failure (disk full, permissions, a
     // directory in the way) leaves none of the new files behind.
@@ -276,7 +311,7 @@ std::vector<std::string> write_exported_kernel(const ExportedKernel &k, const st
         for (const auto &t : temps) fs::remove(t, ec);
     };
     for (const auto &file : files) {
-        finals.push_back((fs::path(dir) / (k.name + file.first)).string());
+        finals.push_back((fs::path(dir) / file.first).string());
         if (fs::is_directory(fs::symlink_status(finals.back())))
             throw Error(fmt::format("{}: is a directory; nothing written", finals.back()));
     }

@@ -48,7 +48,7 @@ class LoopToolEnv(Env):
 
     def __init__(self, benchmark=None, dataset=None, split="train", action_space="full", max_steps=16,
                  store=None, max_loops=10, verify=False, measure=True, graph=False, render_mode=None,
-                 matmul=None, conv=None, illegal_action="raise", illegal_penalty=-1.0):
+                 matmul=None, conv=None, illegal_action="raise", illegal_penalty=-1.0, threads=1):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
                              f"not {render_mode!r}")
@@ -61,7 +61,8 @@ class LoopToolEnv(Env):
                                 action_space=action_space, max_steps=max_steps,
                                 store=None if store is None else str(store), max_loops=max_loops,
                                 verify=verify, measure=measure, graph=graph,
-                                illegal_action=illegal_action, illegal_penalty=float(illegal_penalty))
+                                illegal_action=illegal_action, illegal_penalty=float(illegal_penalty),
+                                threads=_threads(threads))
         self.render_mode = render_mode
         self.action_names = self._core.action_names()
         n = len(self.action_names)
@@ -119,6 +120,11 @@ class LoopToolEnv(Env):
         return self._core.max_gflops
 
     @property
+    def threads(self):
+        """Threads parallel loops run on (the roof is this many times the single-core peak)."""
+        return self._core.threads
+
+    @property
     def benchmarks(self):
         return self._core.benchmarks()
 
@@ -137,8 +143,15 @@ class LoopToolEnv(Env):
 __version__ = _core.__version__
 
 
+def _threads(threads):
+    """threads= of Env, tune, measure and export: an int >= 0 (0: every usable core)."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise Error(f"threads={threads!r}: give an int, 1 or more (0: every usable core)")
+    return threads
+
+
 def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, matmul=None,
-         conv=None, library=None, retune=False, bmm=None):
+         conv=None, library=None, retune=False, bmm=None, threads=1):
     """`looptool tune`: a trained policy (default: the shipped one) guides a measured search of
     `budget_s` seconds (`greedy`: its greedy rollout only) on a benchmark file, or on a matmul
     `matmul=(M, N, K)`, a batched matmul `bmm=(B, M, N, K)` or a conv2d
@@ -146,7 +159,8 @@ def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, ma
     with the best schedule ("program"), "gflops", "base_gflops", "speedup", "best_actions",
     "found_by", "greedy_gflops", "greedy_actions", "seconds", "call_seconds" (docs/python.md).
     A computation tuned before on this machine is answered from the schedule library (`library`:
-    a store path or "off"; default as `looptool tune`), "from_library" True, unless `retune`."""
+    a store path or "off"; default as `looptool tune`), "from_library" True, unless `retune`.
+    `threads`: the threads parallel loops run on (0: every usable core), as `tune --threads`."""
     def extents(shape):
         return None if shape is None else [int(v) for v in shape]
     if bmm is not None:
@@ -159,18 +173,21 @@ def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, ma
                       None if policy is None else str(policy),
                       None if store is None else str(store), float(budget_s), bool(greedy),
                       extents(matmul), extents(conv),
-                      None if library is None else str(library), bool(retune))
+                      None if library is None else str(library), bool(retune), _threads(threads))
 
 
-def measure(benchmark, actions=None, schedule=None, verify=True):
+def measure(benchmark, actions=None, schedule=None, verify=True, threads=1):
     """GFLOPS of a schedule: the benchmark's own, or after `actions` ("split_8,down,..."), or
     the one in `schedule` (a program file); checked against the reference when verify."""
-    return _core.measure(str(benchmark), actions, None if schedule is None else str(schedule), verify)
+    return _core.measure(str(benchmark), actions, None if schedule is None else str(schedule), verify,
+                         _threads(threads))
 
 
-def export(benchmark, out, actions=None, schedule=None, cpu=None, name=None):
-    """`looptool export`: writes NAME.o, .h, .ll, .s and .program into `out`."""
-    return _core.export(str(benchmark), str(out), actions, None if schedule is None else str(schedule), cpu, name)
+def export(benchmark, out, actions=None, schedule=None, cpu=None, name=None, threads=1):
+    """`looptool export`: writes NAME.o, .h, .ll, .s and .program into `out` (and
+    looptool_threads.c for a kernel whose parallel loops run on `threads` > 1)."""
+    return _core.export(str(benchmark), str(out), actions, None if schedule is None else str(schedule), cpu, name,
+                        _threads(threads))
 
 
 def _make_registered(**kwargs):

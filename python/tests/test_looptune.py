@@ -194,6 +194,36 @@ class ToolTest(unittest.TestCase):
             self.assertNotIn("library", looptune.tune(matmul=(8, 8, 8), budget_s=0.05,
                                                       library="off"))
 
+    def test_threads_on_tune_env_measure_and_export(self):
+        with tempfile.TemporaryDirectory() as d:
+            lib = os.path.join(d, "lib.sqlite")
+            r = looptune.tune(matmul=(64, 96, 48), budget_s=0.2, threads=2, library=lib)
+            self.assertGreaterEqual(r["gflops"], r["base_gflops"])
+            # The parallel seeds are among those measured, and a 2-thread answer is filed apart
+            # from the 1-thread library.
+            self.assertTrue(any(" parallel" in name for name, _ in r["seeds"]), r["seeds"])
+            self.assertEqual(r["filed"], "added")
+            self.assertFalse(looptune.tune(matmul=(64, 96, 48), budget_s=0.1, library=lib)["from_library"])
+            self.assertTrue(looptune.tune(matmul=(64, 96, 48), threads=2, library=lib)["from_library"])
+            m = looptune.measure(bench(), actions="parallel", threads=2)
+            self.assertTrue(m["verified"])
+            e = looptune.export(bench(), d, actions="parallel", threads=2)
+            self.assertEqual(e["threads"], 2)
+            self.assertIn(os.path.join(d, "looptool_threads.c"), e["files"])
+        env = looptune.LoopToolEnv(benchmark=bench(), action_space="threads", threads=2, max_steps=2)
+        self.assertEqual(env.threads, 2)
+        one = looptune.LoopToolEnv(benchmark=bench())
+        self.assertEqual(one.threads, 1)
+        self.assertAlmostEqual(env.max_gflops, 2 * one.max_gflops, delta=1e-6 * one.max_gflops)
+        env.reset(seed=0)
+        env.step(env.action_names.index("parallel"))
+        self.assertTrue(env.verify()[0])
+        for bad in (-1, "2", 1.5, True):
+            with self.assertRaisesRegex(looptune.Error, "threads"):
+                looptune.tune(matmul=(8, 8, 8), threads=bad)
+            with self.assertRaisesRegex(looptune.Error, "threads"):
+                looptune.LoopToolEnv(benchmark=bench(), threads=bad)
+
 
 def run_python(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
