@@ -18,6 +18,7 @@
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/ir/row_ops.h"
 #include "looptool/lower/lower.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
@@ -91,9 +92,10 @@ Comparison run_exported_from_c(const Program &p, const TempDir &dir,
     const Reference ref = compute_reference(c, want);
     tests::write(dir, "main.c", c_driver(c, k.name));
     const std::string d = dir.path.string();
-    EXPECT_EQ(sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o -lm",
-                             d, k.name)),
-              0);
+    EXPECT_EQ(
+        sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o -lmvec -lm",
+                       d, k.name)),
+        0);
     EXPECT_EQ(sh(fmt::format("cd '{}' && ./prog", d)), 0);
     Buffers got = make_buffers(c, 7);
     for (size_t t = 0; t < c.tensors.size(); ++t)
@@ -163,6 +165,22 @@ TEST(Export, APackedConvolutionCarriesItsTransposeAndMatchesTheReference) {
     ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "conv_pack.o", dir / "undefined.txt")), 0);
     EXPECT_EQ(tests::slurp(dir.path / "undefined.txt").find("looptool_transpose16"),
               std::string::npos);
+}
+
+// exp on vectors calls libmvec (lower_math.h): the object names it, the header says to link
+// it, and a C program linked with -lmvec -lm matches the reference.
+TEST(Export, ASoftmaxOnVectorsLinksLibmvecAndMatchesTheReference) {
+    TempDir dir("export_softmax");
+    const Program p =
+        with_actions(Program::naive(std::make_shared<Computation>(make_softmax(7, 45, "softmax"))),
+                     "down, down, down, split_16, down, vectorize");
+    const Comparison r = run_exported_from_c(p, dir);
+    EXPECT_TRUE(r.ok) << r.first_mismatch;
+    EXPECT_NE(tests::slurp(dir.path / "softmax.h").find("-lmvec"), std::string::npos);
+    ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "softmax.o", dir / "undefined.txt")), 0);
+    EXPECT_NE(tests::slurp(dir.path / "undefined.txt").find("_ZGV"), std::string::npos);
+    // A matmul calls none: its header names libc only.
+    EXPECT_EQ(export_kernel(tests::matmul_program(8, 8, 8)).header.find("mvec"), std::string::npos);
 }
 
 TEST(Export, TheObjectNeedsNothingBeyondLibcAndLibm) {

@@ -4,6 +4,7 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/IR/AttributeMask.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -32,6 +33,7 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/lower/lower_internal.h"
+#include "looptool/lower/lower_math.h"
 #include "looptool/lower/optimize.h"
 
 namespace looptool {
@@ -128,7 +130,7 @@ std::string shape_text(const Tensor &t) {
 }
 
 std::string make_header(const Computation &c, const std::string &name, const std::string &cpu,
-                        const std::string &triple) {
+                        bool mvec, const std::string &triple) {
     std::string params, tensors;
     for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
         for (const Tensor &t : c.tensors)
@@ -148,7 +150,7 @@ std::string make_header(const Computation &c, const std::string &name, const std
     const std::string guard = "LOOPTUNE_EXPORT_" + name + "_H";
     return fmt::format(
         "// {name}: a kernel exported by `looptool export` (looptune) from {name}.program.\n"
-        "// Compiled for {triple}, CPU {cpu}; link {name}.o (needs only libc).\n"
+        "// Compiled for {triple}, CPU {cpu}; link {name}.o (needs only libc{libs}).\n"
         "//\n"
         "// Computes ({vars}):\n{stmts}"
         "// Tensors: float32, row-major, each pointer 64-byte aligned (aligned_alloc(64, ...)),\n"
@@ -160,7 +162,8 @@ std::string make_header(const Computation &c, const std::string &name, const std
         "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
         fmt::arg("name", name), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
         fmt::arg("vars", vars), fmt::arg("stmts", stmts), fmt::arg("tensors", tensors),
-        fmt::arg("guard", guard), fmt::arg("params", params));
+        fmt::arg("guard", guard), fmt::arg("params", params),
+        fmt::arg("libs", mvec ? ", libm and libmvec: -lmvec -lm" : ""));
 }
 
 std::string emit(llvm::TargetMachine &tm, const llvm::Module &m, llvm::CodeGenFileType type) {
@@ -237,8 +240,9 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
 
     llvm::LLVMContext ctx;
     const std::string kernel_name = k.name + ".kernel";
-    std::unique_ptr<llvm::Module> m =
-        detail::lower_to_module(p, ctx, kernel_name, options.lower, nullptr);
+    LowerOptions lower = options.lower;
+    lower.vector_math = detail::vector_math_widths(*tm);  // the CPU compiled for, not the host's
+    std::unique_ptr<llvm::Module> m = detail::lower_to_module(p, ctx, kernel_name, lower, nullptr);
     m->setModuleIdentifier(k.name);
     m->setDataLayout(tm->createDataLayout());
     m->setTargetTriple(k.triple);
@@ -252,7 +256,12 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     m->print(ir, nullptr);
     k.assembly = emit(*tm, *m, llvm::CodeGenFileType::AssemblyFile);
     k.object = emit(*tm, *m, llvm::CodeGenFileType::ObjectFile);
-    k.header = make_header(c, k.name, k.cpu, k.triple);
+    // A kernel that calls libmvec's vector functions (lower_math.h) links -lmvec.
+    bool mvec = false;
+    for (const llvm::Function &f : *m)
+        if (f.getName().starts_with("_ZGV"))
+            for (const llvm::User *u : f.users()) mvec |= llvm::isa<llvm::CallInst>(u);
+    k.header = make_header(c, k.name, k.cpu, mvec, k.triple);
     k.program = serialize(p);
     return k;
 }
