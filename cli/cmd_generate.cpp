@@ -43,8 +43,10 @@ Run add_generate(CLI::App &app) {
     auto o = std::make_shared<GenerateOptions>();
     cmd->add_option("--kind", o->kind,
                     "Computation kind: mm (matmul), bmm (batched matmul: --dimA and --dimB as mm, "
-                    "--batch) or conv (conv2d, stride 1, no padding)")
-        ->check(CLI::IsMember({"mm", "bmm", "conv"}))
+                    "--batch), conv (conv2d, stride 1, no padding), softmax or layernorm (over "
+                    "each row of a ROWS x COLS input: --dimA ROWS_RANGE,COLS_RANGE), gelu or "
+                    "gelu-tanh (elementwise, the erf or tanh form; --dimA as softmax)")
+        ->check(CLI::IsMember({"mm", "bmm", "conv", "softmax", "layernorm", "gelu", "gelu-tanh"}))
         ->capture_default_str();
     auto *dim_a =
         cmd->add_option("--dimA", o->dim_a,
@@ -73,6 +75,13 @@ Run add_generate(CLI::App &app) {
         std::vector<MatmulShape> shapes;
         std::map<std::string, std::string> family;
         std::vector<std::string> paths;
+        if (o->kind != "mm" && o->kind != "bmm" && o->kind != "conv") {
+            if (random->count() > 0 || dim_b->count() > 0 || o->dim_a.empty())
+                throw Error(fmt::format(
+                    "generate --kind {}: give --dimA ROWS_RANGE,COLS_RANGE only", o->kind));
+            print_written(*o, write_rowop_dataset(o->kind, o->dim_a, o->out), family);
+            return 0;
+        }
         if (o->kind == "conv") {
             if (random->count() > 0)
                 throw Error("generate: --random makes matmuls only (--kind mm)");

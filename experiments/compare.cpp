@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "experiments/compare_judge.h"
 #include "experiments/compare_methods.h"
@@ -36,6 +37,8 @@ std::vector<std::string> default_compare_methods() {
     m.push_back("onednn");
     m.push_back(bench::conv_method_name(bench::ConvLayout::Plain));
     m.push_back(bench::conv_method_name(bench::ConvLayout::Best));
+    for (const char *r : {bench::kOnednnSoftmax, bench::kOnednnLayernorm, bench::kStreamingCopy})
+        m.push_back(r);
     return m;
 }
 
@@ -264,7 +267,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &config) {
     if (rows.empty())  // every method a library of another kind of benchmark
         throw Error(fmt::format(
             "compare: none of the methods ({}) runs on the {} selected: openblas and onednn run "
-            "on matmuls only, onednn-conv-plain and -best on conv2d only",
+            "on matmuls only, onednn-conv-plain and -best on conv2d only, onednn-softmax, "
+            "onednn-layernorm and copy on those row operations (copy: and GELU) only",
             fmt::join(c.methods, ", "), count_of(int64_t(files.size()), "benchmark")));
     write_summary(c, rows, run.peak());
     if (c.plots) write_plots(c, rows);

@@ -37,7 +37,8 @@ struct CompareConfig {
     std::string dataset_dir;
     Split split = Split::Test;
     /// base, greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, genetic, tile,
-    /// openblas, onednn (matmul only), onednn-conv-plain, onednn-conv-best (conv2d only), and
+    /// openblas, onednn (matmul only), onednn-conv-plain, onednn-conv-best (conv2d only),
+    /// onednn-softmax, onednn-layernorm, copy (those row operations only: onednn_rowop.h), and
     /// any name in `extra_methods`.
     std::vector<std::string> methods;
     double budget_s = 60;  ///< per benchmark and search method

@@ -120,7 +120,8 @@ void link_library(const Toolchain &tools, const std::string &dir, std::vector<st
                                  d + "liblooptune_kernels.so", d + "dispatch.o"})
         so.push_back(a);
     so.insert(so.end(), objects.begin(), objects.end());
-    so.push_back("-lm");
+    // A kernel with exp/log/tanh/erf on vectors calls glibc's libmvec (lower_math.h).
+    for (const char *l : {"-lmvec", "-lm"}) so.push_back(l);
     if (threads) so.push_back("-pthread");
     run(so, log);
     std::vector<std::string> a = {tools.ar, "rcs", d + "liblooptune_kernels.a", d + "dispatch.o"};

@@ -19,6 +19,7 @@
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/ir/row_ops.h"
 #include "looptool/lower/lower.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
@@ -104,10 +105,10 @@ Comparison run_exported_from_c(const Program &p, const TempDir &dir,
     const std::string d = dir.path.string();
     // A parallel kernel links the pthreads runtime written beside it.
     const std::string runtime = k.runtime.empty() ? "" : "looptool_threads.c -pthread";
-    EXPECT_EQ(
-        sh(fmt::format("cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o {2} -lm", d,
-                       k.name, runtime)),
-        0);
+    EXPECT_EQ(sh(fmt::format(
+                  "cd '{0}' && cc -std=c11 -O2 -Wall -Werror -o prog main.c {1}.o {2} -lmvec -lm",
+                  d, k.name, runtime)),
+              0);
     EXPECT_EQ(sh(fmt::format("cd '{}' && ./prog", d)), 0);
     Buffers got = make_buffers(c, 7);
     for (size_t t = 0; t < c.tensors.size(); ++t)
@@ -246,6 +247,22 @@ TEST(Export, ThreadsWithoutAParallelLoopWriteNoRuntime) {
         export_kernel(parallel_nests(tests::matmul_program(16, 16, 16)), one);
     EXPECT_TRUE(serial.runtime.empty());
     EXPECT_EQ(serial.ir.find("looptool_parallel_for"), std::string::npos);
+}
+
+// exp on vectors calls libmvec (lower_math.h): the object names it, the header says to link
+// it, and a C program linked with -lmvec -lm matches the reference.
+TEST(Export, ASoftmaxOnVectorsLinksLibmvecAndMatchesTheReference) {
+    TempDir dir("export_softmax");
+    const Program p =
+        with_actions(Program::naive(std::make_shared<Computation>(make_softmax(7, 45, "softmax"))),
+                     "down, down, down, split_16, down, vectorize");
+    const Comparison r = run_exported_from_c(p, dir);
+    EXPECT_TRUE(r.ok) << r.first_mismatch;
+    EXPECT_NE(tests::slurp(dir.path / "softmax.h").find("-lmvec"), std::string::npos);
+    ASSERT_EQ(sh(fmt::format("nm -u '{}' > '{}'", dir / "softmax.o", dir / "undefined.txt")), 0);
+    EXPECT_NE(tests::slurp(dir.path / "undefined.txt").find("_ZGV"), std::string::npos);
+    // A matmul calls none: its header names libc only.
+    EXPECT_EQ(export_kernel(tests::matmul_program(8, 8, 8)).header.find("mvec"), std::string::npos);
 }
 
 TEST(Export, TheObjectNeedsNothingBeyondLibcAndLibm) {

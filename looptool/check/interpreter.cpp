@@ -93,6 +93,8 @@ T apply_op(OpKind op, T a, T b) {
         case OpKind::Sqrt: return std::sqrt(a);
         case OpKind::Abs: return std::abs(a);
         case OpKind::Recip: return T(1) / a;
+        case OpKind::Tanh: return std::tanh(a);
+        case OpKind::Erf: return std::erf(a);
         case OpKind::Read:
         case OpKind::Const: break;
     }

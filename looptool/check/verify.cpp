@@ -23,9 +23,12 @@ constexpr double kU = 0x1p-24 + 0x1p-53;
 // Absolute error of a product, quotient or libm result that underflows (gradual underflow
 // rounds to a multiple of 2^-149).
 constexpr double kEta = 0x1p-149;
-// exp and log are libm calls (llvm.exp/llvm.log lower to expf/logf; glibc documents < 1 ulp
-// for both): 4 u, i.e. 2 ulp, leaves a margin.
-constexpr double kLibmU = 4 * kU;
+// exp, log, tanh and erf are glibc calls: libm's expf/logf/tanhf/erff on scalars, libmvec's
+// vector variants on vectors (lower_math.h), which are less exact (up to 4 ulp, docs/decisions.md).
+// 8 ulp, i.e. 16 u of the result, for all four: twice that.
+constexpr double kLibmU = 16 * kU;
+// 2 / sqrt(pi): the largest slope of erf.
+constexpr double kErfSlope = 1.1283791670955126;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kFloatMax = double(std::numeric_limits<float>::max());
 
@@ -84,6 +87,15 @@ V apply_op(OpKind op, V a, V b) {
             double prop = std::sqrt(a.e);  // |sqrt(x) - sqrt(y)| <= sqrt(|x - y|)
             if (a.v > 0) prop = std::min(prop, a.e / std::sqrt(a.v));
             return rounded(std::sqrt(a.v), prop, kU, exact);
+        }
+        case OpKind::Tanh:
+        case OpKind::Erf: {
+            // Each is monotone with its steepest slope at 0: bound the slope on [|v|-e, |v|+e].
+            const double m = std::max(0.0, std::abs(a.v) - a.e);
+            const double t = std::tanh(m);
+            const double slope = op == OpKind::Tanh ? 1 - t * t : kErfSlope * std::exp(-m * m);
+            const double r = op == OpKind::Tanh ? std::tanh(a.v) : std::erf(a.v);
+            return rounded(r, a.e * slope, kLibmU, exact);
         }
         case OpKind::Read:
         case OpKind::Const: break;

@@ -7,6 +7,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "looptool/ir/row_ops.h"
 
 namespace looptool {
 
@@ -129,6 +130,31 @@ std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &sh
     std::vector<ComputationPtr> comps;  // built first: a bad shape writes nothing
     for (const auto &s : shapes)
         comps.push_back(std::make_shared<Computation>(make_matmul(s.m, s.n, s.k)));
+    return write_dataset(comps, dir);
+}
+
+std::vector<std::string> write_rowop_dataset(const std::string &kind, std::string_view dim_a,
+                                             const std::string &dir) {
+    if (kind != "softmax" && kind != "layernorm" && kind != "gelu" && kind != "gelu-tanh")
+        throw Error(fmt::format(
+            "generate: '{}' is no row operation (softmax, layernorm, gelu, gelu-tanh)", kind));
+    const auto d = split_on(dim_a, ',');
+    if (d.size() != 2)
+        throw Error(fmt::format("--dimA '{}': expected ROWS_RANGE,COLS_RANGE", dim_a));
+    std::vector<ComputationPtr> comps;  // built first: a bad shape writes nothing
+    for (int64_t r : parse_range(d[0]))
+        for (int64_t c : parse_range(d[1])) {
+            if (double(r) * double(c) > double(kMaxTensorElements) || r > kMaxExtent ||
+                c > kMaxExtent)
+                throw Error(
+                    fmt::format("{} {}x{}: a tensor above 2^31 elements or an extent "
+                                "above 2^20",
+                                kind, r, c));
+            comps.push_back(std::make_shared<Computation>(
+                kind == "softmax"     ? make_softmax(r, c)
+                : kind == "layernorm" ? make_layernorm(r, c)
+                                      : make_gelu(r, c, kind == "gelu-tanh")));
+        }
     return write_dataset(comps, dir);
 }
 

@@ -59,6 +59,13 @@ Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int
 Computation computation_of_shape(const std::string &who, const std::string &kind,
                                  const std::vector<int64_t> &d);
 
+/// One row operation per (rows, cols) of --dimA ROWS_RANGE,COLS_RANGE, `kind` "softmax"
+/// (make_softmax), "layernorm" (make_layernorm), "gelu" or "gelu-tanh" (make_gelu), written into
+/// `dir` like write_matmul_dataset. Throws Error for another kind, a malformed --dimA or a tensor
+/// above kMaxTensorElements.
+std::vector<std::string> write_rowop_dataset(const std::string &kind, std::string_view dim_a,
+                                             const std::string &dir);
+
 /// Every conv from --dimA N_RANGE,C_RANGE,H_RANGE[,W_RANGE] --dimB
 /// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
 /// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:

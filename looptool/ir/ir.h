@@ -74,7 +74,9 @@ struct Access {
     X(Log, "log", 1, "")     \
     X(Sqrt, "sqrt", 1, "")   \
     X(Abs, "abs", 1, "")     \
-    X(Recip, "recip", 1, "")
+    X(Recip, "recip", 1, "") \
+    X(Tanh, "tanh", 1, "")   \
+    X(Erf, "erf", 1, "")
 
 enum class OpKind {
 #define LOOPTOOL_OP_ENUM(op, name, arity, infix) op,

@@ -88,4 +88,28 @@ Computation make_layernorm(int64_t rows, int64_t cols, std::string name) {
     return c;
 }
 
+Computation make_gelu(int64_t rows, int64_t cols, bool tanh_form, std::string name) {
+    Computation c;
+    c.name = name.empty() ? fmt::format("gelu{}{}_{}", tanh_form ? "_tanh" : "", rows, cols)
+                          : std::move(name);
+    c.vars = {{"i", rows}, {"j", cols}};
+    c.tensors = {{"X", {rows, cols}, TensorKind::Input}, {"Y", {rows, cols}, TensorKind::Output}};
+    const Expr x = rd(0, {0, 1});
+    auto k = [](float v) { return Expr::constant(v); };
+    Expr inner;
+    if (tanh_form) {
+        const Expr cube = bin(OpKind::Mul, bin(OpKind::Mul, x, x), x);
+        inner = Expr::unary(OpKind::Tanh,
+                            bin(OpKind::Mul, k(0.7978845608f),
+                                bin(OpKind::Add, x, bin(OpKind::Mul, k(0.044715f), cube))));
+    } else {
+        inner = Expr::unary(OpKind::Erf, bin(OpKind::Mul, x, k(0.7071067812f)));
+    }
+    const Expr half_x = bin(OpKind::Mul, x, k(0.5f));
+    c.stmts.push_back(
+        {at(1, {0, 1}), ReduceKind::None, bin(OpKind::Mul, half_x, bin(OpKind::Add, k(1), inner))});
+    c.validate();
+    return c;
+}
+
 }  // namespace looptool

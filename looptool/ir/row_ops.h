@@ -24,4 +24,8 @@ Computation make_softmax(int64_t rows, int64_t cols, std::string name = "");
 /// recip(sqrt(mean_j (X[i, j] - Mu[i])^2 + 1e-5)): layer normalization over the rows of X.
 Computation make_layernorm(int64_t rows, int64_t cols, std::string name = "");
 
+/// GELU elementwise over a rows x cols X: Y = 0.5 X (1 + erf(X / sqrt 2)) (BERT's), or with
+/// `tanh_form` Y = 0.5 X (1 + tanh(sqrt(2 / pi) (X + 0.044715 X^3))) (GPT-2's approximation).
+Computation make_gelu(int64_t rows, int64_t cols, bool tanh_form = false, std::string name = "");
+
 }  // namespace looptool

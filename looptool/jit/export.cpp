@@ -4,6 +4,7 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/IR/AttributeMask.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -32,6 +33,7 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/lower/lower_internal.h"
+#include "looptool/lower/lower_math.h"
 #include "looptool/lower/optimize.h"
 
 namespace looptool {
@@ -142,19 +144,19 @@ std::string shape_text(const Tensor &t) {
 }
 
 // How to link the kernel and whether it may be called from several threads at once.
-std::string link_text(const std::string &name, int threads) {
+std::string link_text(const std::string &name, int threads, bool mvec) {
     if (threads < 2)
-        return fmt::format("link {}.o (needs only libc).\n// Thread-safe (no global state).\n",
-                           name);
+        return fmt::format("link {}.o (needs only libc{}).\n// Thread-safe (no global state).\n",
+                           name, mvec ? ", libm and libmvec: -lmvec -lm" : "");
     return fmt::format(
-        "link {0}.o and looptool_threads.c\n// (cc -pthread: its parallel loops run on {1} "
+        "link {0}.o and looptool_threads.c{2}\n// (cc -pthread: its parallel loops run on {1} "
         "threads, the caller's included).\n// Thread-safe: one call's parallel loop runs at a "
         "time; another's meanwhile on its caller.\n",
-        name, threads);
+        name, threads, mvec ? " with -lmvec -lm" : "");
 }
 
 std::string make_header(const Computation &c, const std::string &name, const std::string &cpu,
-                        const std::string &triple, int threads) {
+                        bool mvec, const std::string &triple, int threads) {
     std::string params, tensors;
     for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
         for (const Tensor &t : c.tensors)
@@ -185,7 +187,7 @@ std::string make_header(const Computation &c, const std::string &name, const std
         "void {name}({params});\n\n"
         "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
         fmt::arg("name", name), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
-        fmt::arg("link", link_text(name, threads)), fmt::arg("vars", vars),
+        fmt::arg("link", link_text(name, threads, mvec)), fmt::arg("vars", vars),
         fmt::arg("stmts", stmts), fmt::arg("tensors", tensors), fmt::arg("guard", guard),
         fmt::arg("params", params));
 }
@@ -264,9 +266,10 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
 
     llvm::LLVMContext ctx;
     const std::string kernel_name = k.name + ".kernel";
+    LowerOptions lower = options.lower;
+    lower.vector_math = detail::vector_math_widths(*tm);  // the CPU compiled for, not the host's
     LoweringSummary summary;
-    std::unique_ptr<llvm::Module> m =
-        detail::lower_to_module(p, ctx, kernel_name, options.lower, &summary);
+    std::unique_ptr<llvm::Module> m = detail::lower_to_module(p, ctx, kernel_name, lower, &summary);
     if (summary.parallel_nests > 0) {
         k.threads = options.lower.threads;
         bind_thread_count(*m, k.threads);
@@ -285,7 +288,12 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     m->print(ir, nullptr);
     k.assembly = emit(*tm, *m, llvm::CodeGenFileType::AssemblyFile);
     k.object = emit(*tm, *m, llvm::CodeGenFileType::ObjectFile);
-    k.header = make_header(c, k.name, k.cpu, k.triple, k.threads);
+    // A kernel that calls libmvec's vector functions (lower_math.h) links -lmvec.
+    bool mvec = false;
+    for (const llvm::Function &f : *m)
+        if (f.getName().starts_with("_ZGV"))
+            for (const llvm::User *u : f.users()) mvec |= llvm::isa<llvm::CallInst>(u);
+    k.header = make_header(c, k.name, k.cpu, mvec, k.triple, k.threads);
     k.program = serialize(p);
     return k;
 }

@@ -12,6 +12,8 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -22,6 +24,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/jit/thread_pool.h"
 #include "looptool/lower/lower_internal.h"
+#include "looptool/lower/lower_math.h"
 #include "looptool/lower/lower_runtime.h"
 #include "looptool/lower/optimize.h"
 
@@ -76,6 +79,31 @@ struct Jit::Impl {
               "defining the thread pool's symbols");
     }
 
+    // libmvec's functions at `widths` (lower_math.h), as absolute symbols in this Jit's dylib;
+    // returns the widths whose every function was found (none without libmvec).
+    unsigned define_vector_math(unsigned widths) {
+        static void *const lib = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return 0;
+        llvm::orc::SymbolMap syms;
+        unsigned found = 0;
+        for (unsigned w : detail::kMathWidths) {
+            if (!(widths & w)) continue;
+            llvm::orc::SymbolMap mine;
+            for (const std::string &name : detail::vector_math_symbols(w))
+                if (void *p = dlsym(lib, name.c_str()))
+                    mine[lljit->mangleAndIntern(name)] = {
+                        llvm::orc::ExecutorAddr::fromPtr(p),
+                        llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+            if (mine.size() != detail::vector_math_symbols(w).size()) continue;
+            found |= w;
+            syms.insert(mine.begin(), mine.end());
+        }
+        if (!syms.empty())
+            check(lljit->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(syms))),
+                  "defining libmvec's functions");
+        return found;
+    }
+
     void optimize(llvm::Module &m) {
         if (options.verbose) {
             std::string s;
@@ -121,6 +149,8 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     // The runtime functions kernels call (lower_runtime.h), compiled on the first lookup of a
     // kernel that calls one, then shared by every kernel.
     impl->options.lower.shared_runtime = true;
+    impl->options.lower.vector_math =
+        options.vector_math ? impl->define_vector_math(detail::vector_math_widths(*impl->tm)) : 0;
     if (options.threads < 0)
         throw Error(
             fmt::format("threads {}: must be 0 (every usable core) or more", options.threads));

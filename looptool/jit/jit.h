@@ -37,6 +37,10 @@ struct JitOptions {
     /// kernel holds a few memory mappings, and a long training run compiles tens of
     /// thousands: unbounded, it ran out of mappings (ENOMEM) after ~30,000 kernels.
     size_t max_cached_kernels = 4096;
+    /// exp, log, tanh and erf on vectors call glibc's libmvec at the widths the CPU allows
+    /// (AVX-512: 16 lanes, AVX2: 8; lower_math.h), loaded at creation; false, or no libmvec:
+    /// libm's scalar functions lane by lane.
+    bool vector_math = true;
 };
 
 struct Kernel {

@@ -19,6 +19,7 @@
 #include "looptool/lower/lower_emit.h"
 #include "looptool/lower/lower_fold.h"
 #include "looptool/lower/lower_internal.h"
+#include "looptool/lower/lower_math.h"
 #include "looptool/lower/lower_plan.h"
 #include "looptool/lower/lower_prefetch.h"
 #include "looptool/lower/lower_runtime.h"
@@ -83,6 +84,7 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     }
 
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
+    set_math_widths(*m, options.vector_math);
     const KernelBody body = create_kernel_body(c, *m, fn_name);
     const std::vector<bool> zero_started = emit_nests(c, plans, body, sum, options.threads);
     step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies, {} "

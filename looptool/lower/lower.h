@@ -28,8 +28,9 @@ namespace looptool {
 
 /// The version of the code the lowering generates for a schedule, part of the measurement
 /// store's machine fingerprint: bumped when an existing schedule's kernel changes, so that
-/// figures measured with the older code are not reused (2: the prefetch step, 2026-11-26).
-inline constexpr int kKernelCodeVersion = 2;
+/// figures measured with the older code are not reused (2: the prefetch step, 2026-11-26; 3:
+/// libmvec's vector exp/log/tanh/erf, 2026-11-27).
+inline constexpr int kKernelCodeVersion = 3;
 
 struct LowerOptions {
     /// Compute `T += ...` straight into C when the next statement is the identity copy
@@ -52,6 +53,10 @@ struct LowerOptions {
     /// kernel hands to the JIT's thread pool (`looptool_parallel_for`, lower_runtime.h); 1
     /// ignores the mark (plain loops, no pool call).
     int threads = 1;
+    /// Lane counts (bits 4, 8, 16) of glibc's libmvec variants that exp, log, tanh and erf may
+    /// call on vectors (the JIT and the exporter set the target's; lower_math.h); 0: libm's
+    /// scalar functions only.
+    unsigned vector_math = 0;
 };
 
 /// What the lowering did, for tests and --verbose.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "looptool/ir/error.h"
+#include "looptool/lower/lower_math.h"
 #include "looptool/lower/lower_reduce.h"
 #include "looptool/lower/lower_runtime.h"
 
@@ -110,8 +111,10 @@ Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
         case OpKind::Min: return b_.CreateSelect(b_.CreateFCmpOLT(b, a), b, a);
         case OpKind::Max: return b_.CreateSelect(b_.CreateFCmpOLT(a, b), b, a);
         case OpKind::Neg: return b_.CreateFNeg(a);
-        case OpKind::Exp: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, a);
-        case OpKind::Log: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a);
+        case OpKind::Exp:
+        case OpKind::Log:
+        case OpKind::Tanh:
+        case OpKind::Erf: return emit_math(b_, e.op, a);
         case OpKind::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a);
         case OpKind::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a);
         case OpKind::Recip: return b_.CreateFDiv(llvm::ConstantFP::get(vec_type(w), 1.0), a);

@@ -1,0 +1,158 @@
+#include "looptool/lower/lower_math.h"
+
+#include <fmt/format.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/MC/MCSubtargetInfo.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/ModuleUtils.h>
+
+#include <algorithm>
+
+#include "looptool/ir/error.h"
+
+namespace looptool::detail {
+
+namespace {
+
+constexpr const char *kWidthsFlag = "looptool.vector_math";
+
+// libm's name of op, or null for an op that is no call.
+const char *libm_name(OpKind op) {
+    switch (op) {
+        case OpKind::Exp: return "expf";
+        case OpKind::Log: return "logf";
+        case OpKind::Tanh: return "tanhf";
+        case OpKind::Erf: return "erff";
+        case OpKind::Read:
+        case OpKind::Const:
+        case OpKind::Add:
+        case OpKind::Sub:
+        case OpKind::Mul:
+        case OpKind::Div:
+        case OpKind::Min:
+        case OpKind::Max:
+        case OpKind::Neg:
+        case OpKind::Sqrt:
+        case OpKind::Abs:
+        case OpKind::Recip: return nullptr;
+    }
+    return nullptr;
+}
+
+// The x86 vector function ABI's name: ISA letter, unmasked, lanes, one vector parameter.
+std::string variant_name(const char *fn, unsigned w) {
+    const char isa = w == 4 ? 'b' : w == 8 ? 'd' : 'e';
+    return fmt::format("_ZGV{}N{}v_{}", isa, w, fn);
+}
+
+unsigned widths_of(const llvm::Module &m) {
+    auto *w = llvm::mdconst::extract_or_null<llvm::ConstantInt>(m.getModuleFlag(kWidthsFlag));
+    return w ? unsigned(w->getZExtValue()) : 0;
+}
+
+// `t fn(t)`, pure: errno, which libm may set, is never read by a kernel.
+llvm::Function *declare(llvm::Module &m, const std::string &name, llvm::Type *t) {
+    auto *f = llvm::cast<llvm::Function>(
+        m.getOrInsertFunction(name, llvm::FunctionType::get(t, {t}, false)).getCallee());
+    f->setDoesNotThrow();
+    f->setDoesNotAccessMemory();
+    f->setWillReturn();
+    return f;
+}
+
+// A libm call on a scalar, naming the vector variants the loop vectorizer may widen it to
+// (LLVM reads them from the call's `vector-function-abi-variant`; each must be declared).
+llvm::Value *scalar_call(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x, unsigned widths) {
+    llvm::Module &m = *b.GetInsertBlock()->getModule();
+    if (widths == 0 && op == OpKind::Exp) return b.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
+    if (widths == 0 && op == OpKind::Log) return b.CreateUnaryIntrinsic(llvm::Intrinsic::log, x);
+    const char *fn = libm_name(op);
+    llvm::CallInst *call = b.CreateCall(declare(m, fn, x->getType()), {x});
+    std::string variants;
+    for (unsigned w : kMathWidths) {
+        if (!(widths & w)) continue;
+        llvm::Function *v =
+            declare(m, variant_name(fn, w), llvm::FixedVectorType::get(x->getType(), w));
+        llvm::appendToCompilerUsed(m, {v});
+        variants += (variants.empty() ? "" : ",") + v->getName().str();
+    }
+    if (!variants.empty())
+        call->addFnAttr(
+            llvm::Attribute::get(b.getContext(), "vector-function-abi-variant", variants));
+    return call;
+}
+
+// Without vector variants: lane by lane.
+llvm::Value *scalarized(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x, unsigned n) {
+    llvm::Value *out = llvm::PoisonValue::get(x->getType());
+    for (unsigned i = 0; i < n; ++i)
+        out = b.CreateInsertElement(
+            out, scalar_call(b, op, b.CreateExtractElement(x, uint64_t(i)), 0), uint64_t(i));
+    return out;
+}
+
+}  // namespace
+
+unsigned vector_math_widths(const llvm::TargetMachine &tm) {
+    if (tm.getTargetTriple().getArch() != llvm::Triple::x86_64) return 0;
+    const llvm::MCSubtargetInfo &sti = *tm.getMCSubtargetInfo();
+    return 4u | (sti.checkFeatures("+avx2") ? 8u : 0u) | (sti.checkFeatures("+avx512f") ? 16u : 0u);
+}
+
+std::vector<std::string> vector_math_symbols(unsigned widths) {
+    std::vector<std::string> names;
+    for (OpKind op : {OpKind::Exp, OpKind::Log, OpKind::Tanh, OpKind::Erf})
+        for (unsigned w : kMathWidths)
+            if (widths & w) names.push_back(variant_name(libm_name(op), w));
+    return names;
+}
+
+void set_math_widths(llvm::Module &m, unsigned widths) {
+    m.addModuleFlag(llvm::Module::Warning, kWidthsFlag, widths);
+}
+
+bool is_math_call(OpKind op) { return libm_name(op) != nullptr; }
+
+llvm::Value *emit_math(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x) {
+    LT_CHECK(is_math_call(op), fmt::format("{} is not a math call", op_name(op)));
+    const unsigned widths = widths_of(*b.GetInsertBlock()->getModule());
+    auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
+    if (!vt) return scalar_call(b, op, x, widths);
+    const unsigned n = vt->getNumElements();
+    if (widths == 0) return scalarized(b, op, x, n);
+    unsigned widest = 0;
+    for (unsigned w : kMathWidths)
+        if (widths & w) widest = w;
+    llvm::Module &m = *b.GetInsertBlock()->getModule();
+    llvm::Value *one = llvm::ConstantFP::get(vt, 1.0), *out = llvm::PoisonValue::get(vt);
+    // Pieces of the widest variant; the rest in the narrowest that holds it, padded with 1.0.
+    for (unsigned pos = 0; pos < n;) {
+        const unsigned left = n - pos;
+        unsigned w = widest;
+        if (left < widest)
+            for (unsigned c : kMathWidths)
+                if ((widths & c) && c >= left) {
+                    w = c;
+                    break;
+                }
+        const unsigned take = std::min(w, left);
+        std::vector<int> in(w), wide(n), merge(n);
+        for (unsigned i = 0; i < w; ++i) in[i] = int(i < take ? pos + i : n);
+        for (unsigned i = 0; i < n; ++i) {
+            const bool mine = i >= pos && i < pos + take;
+            wide[i] = mine ? int(i - pos) : -1;
+            merge[i] = int(mine ? n + i : i);
+        }
+        llvm::Value *piece = b.CreateShuffleVector(x, one, in);
+        llvm::Value *y =
+            b.CreateCall(declare(m, variant_name(libm_name(op), w), piece->getType()), {piece});
+        out = b.CreateShuffleVector(out, b.CreateShuffleVector(y, wide), merge);
+        pos += take;
+    }
+    return out;
+}
+
+}  // namespace looptool::detail
