@@ -128,7 +128,7 @@ std::string shape_text(const Tensor &t) {
 }
 
 std::string make_header(const Computation &c, const std::string &name, const std::string &cpu,
-                        const std::string &triple) {
+                        const std::string &triple, int align) {
     std::string params, tensors;
     for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
         for (const Tensor &t : c.tensors)
@@ -151,7 +151,7 @@ std::string make_header(const Computation &c, const std::string &name, const std
         "// Compiled for {triple}, CPU {cpu}; link {name}.o (needs only libc).\n"
         "//\n"
         "// Computes ({vars}):\n{stmts}"
-        "// Tensors: float32, row-major, each pointer 64-byte aligned (aligned_alloc(64, ...)),\n"
+        "// Tensors: float32, row-major, {align_text},\n"
         "// no two overlapping. Outputs are fully overwritten. Thread-safe (no global state).\n"
         "{tensors}"
         "#ifndef {guard}\n#define {guard}\n\n"
@@ -160,7 +160,9 @@ std::string make_header(const Computation &c, const std::string &name, const std
         "#ifdef __cplusplus\n}}\n#endif\n\n#endif\n",
         fmt::arg("name", name), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
         fmt::arg("vars", vars), fmt::arg("stmts", stmts), fmt::arg("tensors", tensors),
-        fmt::arg("guard", guard), fmt::arg("params", params));
+        fmt::arg("guard", guard), fmt::arg("params", params),
+        fmt::arg("align_text", align == 64 ? "each pointer 64-byte aligned (aligned_alloc(64, ...))"
+                                           : fmt::format("each pointer {}-byte aligned", align)));
 }
 
 std::string emit(llvm::TargetMachine &tm, const llvm::Module &m, llvm::CodeGenFileType type) {
@@ -252,7 +254,7 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     m->print(ir, nullptr);
     k.assembly = emit(*tm, *m, llvm::CodeGenFileType::AssemblyFile);
     k.object = emit(*tm, *m, llvm::CodeGenFileType::ObjectFile);
-    k.header = make_header(c, k.name, k.cpu, k.triple);
+    k.header = make_header(c, k.name, k.cpu, k.triple, options.lower.buffer_align);
     k.program = serialize(p);
     return k;
 }

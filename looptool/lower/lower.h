@@ -52,6 +52,11 @@ struct LowerOptions {
     /// kernel hands to the JIT's thread pool (`looptool_parallel_for`, lower_runtime.h); 1
     /// ignores the mark (plain loops, no pool call).
     int threads = 1;
+    /// Bytes every input and output pointer is assumed aligned to, a power of two from 4 to 64:
+    /// 64, the JIT's buffers, lets vector accesses at multiples of 16 floats be aligned ones; 4
+    /// takes any float pointer (a kernel library called on numpy's 16-byte aligned arrays), and
+    /// on AVX hardware its unaligned vector accesses of aligned data cost the same.
+    int buffer_align = 64;
 };
 
 /// What the lowering did, for tests and --verbose.
