@@ -13,6 +13,7 @@ namespace {
 
 struct LibCliOptions {
     std::string store, out, machine, cpu, block = "64,128,256";
+    int align = 4;
     bool json = false;
 };
 
@@ -38,6 +39,7 @@ int run_lib_build(const LibCliOptions &o) {
     opts.out = o.out;
     opts.cpu = o.cpu;
     opts.block = parse_block(o.block);
+    opts.align = o.align;
     opts.machine =
         o.machine.empty() ? looptune::machine_fingerprint(machine_peak_gflops()) : o.machine;
     const std::string store = o.store.empty() ? looptune::ScheduleLibrary::default_path() : o.store;
@@ -97,6 +99,12 @@ Run add_lib(CLI::App &app) {
     build
         ->add_option("--block", o->block,
                      "M,N,K of the block kernel lt_sgemm tiles other shapes over")
+        ->capture_default_str();
+    build
+        ->add_option("--align", o->align,
+                     "Bytes the kernels assume their pointers aligned to: 4 takes any float "
+                     "array as it is, 64 is the JIT's lowering (others are copied per call)")
+        ->check(CLI::IsMember({4, 64}))
         ->capture_default_str();
     build->add_flag("--json", o->json, "Machine-readable output");
     return [o] { return run_lib_build(*o); };
