@@ -25,6 +25,7 @@
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
+#include "python/kernel_call.h"
 #include "python/tune_binding.h"
 #include "tune/guided_search.h"
 
@@ -397,6 +398,7 @@ PYBIND11_MODULE(_core, m) {
 
     bind_core(m);
     bind_tune(m);
+    bind_kernel_calls(m);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
           py::arg("schedule") = py::none(), py::arg("verify") = true);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),
