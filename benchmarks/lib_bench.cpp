@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <dlfcn.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -41,10 +42,23 @@ struct Timing {
 /// Pairs of calls, one of each side back to back (the order flips every pair), so both see the
 /// same load from the other core; at least `pairs` of them and `seconds` in all, after two
 /// warm-up pairs.
+/// The calling thread's CPU time in seconds: on a core shared with other processes, time spent
+/// preempted counts in wall time (a whole time slice inside a millisecond call), not here.
+double thread_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 Timing side_by_side(const Computation &c, const std::function<void()> &jit,
-                    const std::function<void()> &lib, int pairs, double seconds) {
+                    const std::function<void()> &lib, int pairs, double seconds, bool cpu_time) {
     std::vector<double> tj, tl, ratios;
-    auto once = [](const std::function<void()> &f) {
+    auto once = [cpu_time](const std::function<void()> &f) {
+        if (cpu_time) {
+            const double t0 = thread_seconds();
+            f();
+            return thread_seconds() - t0;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         f();
         return seconds_since(t0);
@@ -93,7 +107,7 @@ struct Library {
 
 /// One entry's kernels: both checked against the reference, then timed side by side.
 Timing bench_entry(Jit &jit, const Library &so, const looptune::LibraryEntry &e, int offset,
-                   int pairs, double seconds) {
+                   int pairs, double seconds, bool cpu_time) {
     const Program p = parse_program(e.program, e.name);
     const Computation &c = p.computation();
     Buffers b = make_buffers(c, 1);
@@ -128,7 +142,7 @@ Timing bench_entry(Jit &jit, const Library &so, const looptune::LibraryEntry &e,
         if (!r.ok)
             throw Error(fmt::format("{} {}: wrong result: {}", e.name, side, r.first_mismatch));
     }
-    return side_by_side(c, call_jit, call_lib, pairs, seconds);
+    return side_by_side(c, call_jit, call_lib, pairs, seconds, cpu_time);
 }
 
 }  // namespace
@@ -137,6 +151,7 @@ int main(int argc, char **argv) {
     CLI::App app{"A kernel library's kernels (lt_sgemm, lt_sconv2d) vs the JIT, same schedules"};
     std::string store, dir, machine, only;
     int pairs = 21, offset = 0;
+    bool cpu_time = false;
     double seconds = 0.3;
     app.add_option("--store", store, "Store whose schedule library the library was built from")
         ->required();
@@ -151,6 +166,8 @@ int main(int argc, char **argv) {
                    "Bytes past a 64-byte boundary the .so's tensors start at (copies)")
         ->check(CLI::IsMember({0, 4, 8, 16, 32}))
         ->capture_default_str();
+    app.add_flag("--cpu-time", cpu_time,
+                 "Time calls in the thread's CPU time, not wall time (a loaded machine)");
     CLI11_PARSE(app, argc, argv);
     try {
         if (machine.empty()) machine = looptune::machine_fingerprint(machine_peak_gflops());
@@ -168,7 +185,7 @@ int main(int argc, char **argv) {
             if (e.kind != "matmul" && e.kind != "conv2d") continue;
             if (!only.empty() && ("," + only + ",").find("," + e.name + ",") == std::string::npos)
                 continue;
-            const Timing t = bench_entry(*jit, so, e, offset, pairs, seconds);
+            const Timing t = bench_entry(*jit, so, e, offset, pairs, seconds, cpu_time);
             const double ratio = t.ratio;
             ratios.push_back(ratio);
             below += ratio < 0.97;

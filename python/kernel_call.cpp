@@ -49,8 +49,15 @@ bool kernel_array(PyObject *o, int ndim, bool output, View &v) {
 template <size_t N>
 PyObject *result_array(PyObject *out, const std::array<int64_t, N> &shape, float *&data) {
     if (out == Py_None) {
-        py::array_t<float> r(std::vector<py::ssize_t>(shape.begin(), shape.end()));
-        data = r.mutable_data();
+        // A view 64-byte aligned into a larger array: rows of numpy's own (16-byte aligned)
+        // allocation make vector stores split cache lines, which streaming kernels pay for.
+        py::ssize_t n = 1;
+        for (int64_t d : shape) n *= py::ssize_t(d);
+        py::array_t<float> raw(n + 16);
+        float *p = raw.mutable_data();
+        p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64 / 4;
+        py::array_t<float> r(std::vector<py::ssize_t>(shape.begin(), shape.end()), p, raw);
+        data = p;
         return r.release().ptr();
     }
     View v;

@@ -81,7 +81,7 @@ def _output(out, shape, what, align):
     """`out` checked as the result's array (float32, C-contiguous, `shape`), or a new one; the
     kernel writes into the returned array, and into `out` after it when they differ."""
     if out is None:
-        return np.empty(shape, np.float32) if align <= 16 else aligned_empty(shape)
+        return aligned_empty(shape)  # aligned: split cache lines slow streaming kernels
     if not isinstance(out, np.ndarray) or out.dtype != np.float32:
         raise TypeError(f"{what}: out must be a float32 numpy array")
     if out.shape != tuple(shape):
