@@ -51,9 +51,11 @@ PyObject *result_array(PyObject *out, const std::array<int64_t, N> &shape, float
     if (out == Py_None) {
         // A view 64-byte aligned into a larger array: rows of numpy's own (16-byte aligned)
         // allocation make vector stores split cache lines, which streaming kernels pay for.
-        py::ssize_t n = 1;
-        for (int64_t d : shape) n *= py::ssize_t(d);
-        py::array_t<float> raw(n + 16);
+        int64_t n = 1;  // on overflow the general path says what is wrong
+        for (int64_t d : shape)
+            if (__builtin_mul_overflow(n, d, &n)) return nullptr;
+        if (__builtin_add_overflow(n, 16, &n)) return nullptr;
+        py::array_t<float> raw{py::ssize_t{n}};
         float *p = raw.mutable_data();
         p += (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64 / 4;
         py::array_t<float> r(std::vector<py::ssize_t>(shape.begin(), shape.end()), p, raw);
