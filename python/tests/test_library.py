@@ -167,7 +167,7 @@ class LibraryTest(unittest.TestCase):
             "int32 converted": "ok", "list": "TypeError", "list converted": "ok",
             "strings converted": "TypeError", "1-d": "ValueError", "3-d": "ValueError",
             "inner mismatch": "ValueError", "0 rows": "ok", "0 inner": "ok", "0 columns": "ok",
-            "all 0": "ok", "scalar": "TypeError", "None": "TypeError",
+            "all 0": "ok", "result too big": "ValueError", "scalar": "TypeError", "None": "TypeError",
             "conv misaligned": "ok", "conv 3-d": "ValueError", "conv channels": "ValueError",
             "conv kernel too big": "ValueError", "conv 0 images": "ok", "conv float64": "TypeError",
             "out aligned": "ok", "out misaligned": "ok", "out strided": "ok",
@@ -250,6 +250,8 @@ case("0 inner", lambda: lib.sgemm(np.zeros((13, 0), np.float32), np.zeros((0, 9)
 case("0 columns", lambda: lib.sgemm(A, np.zeros((21, 0), np.float32)), lambda c: close(c, np.zeros((13, 0))))
 case("all 0", lambda: lib.sgemm(np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)),
      lambda c: close(c, np.zeros((0, 0))))
+huge = np.zeros((2**40, 0), np.float32)
+case("result too big", lambda: lib.sgemm(huge, huge.T))
 case("scalar", lambda: lib.sgemm(3.0, B))
 case("None", lambda: lib.sgemm(None, None))
 X = rng.uniform(-1, 1, (2, 3, 7, 9)).astype(np.float32)
