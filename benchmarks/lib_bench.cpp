@@ -1,14 +1,16 @@
 // A kernel library (`looptool lib build`) against the JIT, kernel by kernel: for each matmul or
 // conv2d of the machine's schedule library, the .so's lt_sgemm / lt_sconv2d (dlopen, called
-// from C on 64-byte aligned buffers: exactly the shape's tuned kernel behind the dispatch) and
-// the JIT's kernel of the same schedule, side by side in one process. Both are checked against
-// the reference interpreter first; then timed in pairs of calls back to back, the order flipping
-// every pair; GFLOPS are medians over the calls, the ratio the median of the pairs' ratios (a
-// core shared with other work slows both calls of a pair alike). Target: .so >= 0.97x.
+// from C on 64-byte aligned buffers, or with --offset B on copies starting B bytes past a 64-byte
+// boundary, as numpy's 16-byte aligned arrays do: exactly the shape's tuned kernel behind the
+// dispatch) and the JIT's kernel of the same schedule, side by side in one process. Both are
+// checked against the reference interpreter first; then timed in pairs of calls back to back, the
+// order flipping every pair; GFLOPS are medians over the calls, the ratio the median of the pairs'
+// ratios (a core shared with other work slows both calls of a pair alike). Target: .so >= 0.97x.
 //   taskset -c 1 build/benchmarks/lib_bench --store S --lib DIR   (experiments/lib_speed.sh)
 #include <fmt/format.h>
 
 #include <dlfcn.h>
+#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -40,10 +42,23 @@ struct Timing {
 /// Pairs of calls, one of each side back to back (the order flips every pair), so both see the
 /// same load from the other core; at least `pairs` of them and `seconds` in all, after two
 /// warm-up pairs.
+/// The calling thread's CPU time in seconds: on a core shared with other processes, time spent
+/// preempted counts in wall time (a whole time slice inside a millisecond call), not here.
+double thread_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 Timing side_by_side(const Computation &c, const std::function<void()> &jit,
-                    const std::function<void()> &lib, int pairs, double seconds) {
+                    const std::function<void()> &lib, int pairs, double seconds, bool cpu_time) {
     std::vector<double> tj, tl, ratios;
-    auto once = [](const std::function<void()> &f) {
+    auto once = [cpu_time](const std::function<void()> &f) {
+        if (cpu_time) {
+            const double t0 = thread_seconds();
+            f();
+            return thread_seconds() - t0;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         f();
         return seconds_since(t0);
@@ -64,12 +79,79 @@ Timing side_by_side(const Computation &c, const std::function<void()> &jit,
             looptune::median(ratios)};
 }
 
+/// Copies of the .so's tensors starting `offset` bytes past a 64-byte boundary (none for 0).
+struct Shifted {
+    std::vector<std::vector<float>> storage;
+    std::vector<float *> ptrs;
+    Shifted(const Computation &c, const std::vector<float *> &io, int offset) {
+        ptrs = io;
+        if (offset == 0) return;
+        size_t i = 0;
+        for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
+            for (const Tensor &t : c.tensors) {
+                if (t.kind != kind) continue;
+                const size_t n = size_t(t.num_elements());
+                std::vector<float> &v = storage.emplace_back(n + 32);
+                const size_t skip = (64 - reinterpret_cast<uintptr_t>(v.data()) % 64) % 64 / 4;
+                ptrs[i] = v.data() + skip + size_t(offset) / 4;
+                std::copy(io[i], io[i] + n, ptrs[i]);
+                ++i;
+            }
+    }
+};
+
+struct Library {
+    SgemmFn sgemm;
+    ConvFn conv;
+};
+
+/// One entry's kernels: both checked against the reference, then timed side by side.
+Timing bench_entry(Jit &jit, const Library &so, const looptune::LibraryEntry &e, int offset,
+                   int pairs, double seconds, bool cpu_time) {
+    const Program p = parse_program(e.program, e.name);
+    const Computation &c = p.computation();
+    Buffers b = make_buffers(c, 1);
+    const Reference want = compute_reference(c, b);
+    std::vector<float *> ptrs = b.pointers(), io;
+    size_t nc = 0;  // the output's elements
+    for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
+        for (size_t t = 0; t < c.tensors.size(); ++t)
+            if (c.tensors[t].kind == kind) {
+                io.push_back(ptrs[t]);
+                nc = size_t(c.tensors[t].num_elements());
+            }
+    Shifted sh(c, io, offset);
+    const KernelFn jfn = jit.compile(p).fn;
+    const auto &s = e.shape;
+    const float *A = sh.ptrs[0], *B = sh.ptrs[1];
+    float *C = sh.ptrs[2];
+    auto call_lib = [&] {
+        const int rc = e.kind == "matmul"
+                           ? so.sgemm(s[0], s[1], s[2], A, B, C)
+                           : so.conv(s[0], s[1], s[2], s[3], s[4], s[5], s[6], A, B, C);
+        if (rc != 0) throw Error(fmt::format("{}: the library returned {}", e.name, rc));
+    };
+    auto call_jit = [&] { jfn(ptrs.data(), nullptr); };
+    for (auto &[side, call] :
+         {std::pair<const char *, std::function<void()>>{"JIT", call_jit}, {".so", call_lib}}) {
+        fill_non_inputs(c, b, std::nanf(""));
+        std::fill(C, C + nc, std::nanf(""));
+        call();
+        if (C != io[2]) std::copy(C, C + nc, io[2]);
+        const Comparison r = compare_outputs(c, want, b);
+        if (!r.ok)
+            throw Error(fmt::format("{} {}: wrong result: {}", e.name, side, r.first_mismatch));
+    }
+    return side_by_side(c, call_jit, call_lib, pairs, seconds, cpu_time);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     CLI::App app{"A kernel library's kernels (lt_sgemm, lt_sconv2d) vs the JIT, same schedules"};
     std::string store, dir, machine, only;
-    int pairs = 21;
+    int pairs = 21, offset = 0;
+    bool cpu_time = false;
     double seconds = 0.3;
     app.add_option("--store", store, "Store whose schedule library the library was built from")
         ->required();
@@ -80,15 +162,21 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("--seconds", seconds, "Seconds of timed pairs per kernel, at least")
         ->capture_default_str();
+    app.add_option("--offset", offset,
+                   "Bytes past a 64-byte boundary the .so's tensors start at (copies)")
+        ->check(CLI::IsMember({0, 4, 8, 16, 32}))
+        ->capture_default_str();
+    app.add_flag("--cpu-time", cpu_time,
+                 "Time calls in the thread's CPU time, not wall time (a loaded machine)");
     CLI11_PARSE(app, argc, argv);
     try {
         if (machine.empty()) machine = looptune::machine_fingerprint(machine_peak_gflops());
         const auto entries = looptune::ScheduleLibrary::open_read_only(store)->entries(machine);
-        const std::string so = dir + "/liblooptune_kernels.so";
-        void *lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (!lib) throw Error(fmt::format("dlopen {}: {}", so, dlerror()));
-        auto sgemm = reinterpret_cast<SgemmFn>(dlsym(lib, "lt_sgemm"));
-        auto conv = reinterpret_cast<ConvFn>(dlsym(lib, "lt_sconv2d"));
+        const std::string path = dir + "/liblooptune_kernels.so";
+        void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) throw Error(fmt::format("dlopen {}: {}", path, dlerror()));
+        const Library so{reinterpret_cast<SgemmFn>(dlsym(lib, "lt_sgemm")),
+                         reinterpret_cast<ConvFn>(dlsym(lib, "lt_sconv2d"))};
         auto jit = Jit::create();
         fmt::print("{:<26} {:>9} {:>9} {:>7}\n", "kernel", "JIT GF/s", ".so GF/s", "ratio");
         std::vector<double> ratios;
@@ -97,34 +185,7 @@ int main(int argc, char **argv) {
             if (e.kind != "matmul" && e.kind != "conv2d") continue;
             if (!only.empty() && ("," + only + ",").find("," + e.name + ",") == std::string::npos)
                 continue;
-            const Program p = parse_program(e.program, e.name);
-            const Computation &c = p.computation();
-            Buffers b = make_buffers(c, 1);
-            const Reference want = compute_reference(c, b);
-            std::vector<float *> ptrs = b.pointers(), io;
-            for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
-                for (size_t t = 0; t < c.tensors.size(); ++t)
-                    if (c.tensors[t].kind == kind) io.push_back(ptrs[t]);
-            const KernelFn jfn = jit->compile(p).fn;
-            const auto &s = e.shape;
-            auto call_lib = [&] {
-                const int rc = e.kind == "matmul" ? sgemm(s[0], s[1], s[2], io[0], io[1], io[2])
-                                                  : conv(s[0], s[1], s[2], s[3], s[4], s[5], s[6],
-                                                         io[0], io[1], io[2]);
-                if (rc != 0) throw Error(fmt::format("{}: the library returned {}", e.name, rc));
-            };
-            auto call_jit = [&] { jfn(ptrs.data(), nullptr); };
-            for (auto &[side, call] :
-                 {std::pair<const char *, std::function<void()>>{"JIT", call_jit},
-                  {".so", call_lib}}) {
-                fill_non_inputs(c, b, std::nanf(""));
-                call();
-                const Comparison r = compare_outputs(c, want, b);
-                if (!r.ok)
-                    throw Error(
-                        fmt::format("{} {}: wrong result: {}", e.name, side, r.first_mismatch));
-            }
-            const Timing t = side_by_side(c, call_jit, call_lib, pairs, seconds);
+            const Timing t = bench_entry(*jit, so, e, offset, pairs, seconds, cpu_time);
             const double ratio = t.ratio;
             ratios.push_back(ratio);
             below += ratio < 0.97;

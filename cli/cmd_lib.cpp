@@ -15,6 +15,7 @@ namespace {
 
 struct LibCliOptions {
     std::string store, out, machine, cpu, block = "64,128,256";
+    int align = 4;
     bool json = false;
     int threads = 1;
 };
@@ -44,6 +45,7 @@ int run_lib_build(const LibCliOptions &o) {
     opts.threads = o.threads == 0 ? usable_cores() : o.threads;
     // tune files N-thread schedules under the machine plus |threads=N.
     opts.machine = o.machine.empty() ? looptune::library_machine(opts.threads) : o.machine;
+    opts.align = o.align;
     const std::string store = o.store.empty() ? looptune::ScheduleLibrary::default_path() : o.store;
     if (store.empty())
         throw Error("lib build: no store: give --store, or set LOOPTUNE_LIBRARY or HOME");
@@ -108,6 +110,12 @@ Run add_lib(CLI::App &app) {
                      "1 the default machine is this one's N-thread library (tune --threads N)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
+    build
+        ->add_option("--align", o->align,
+                     "Bytes the kernels assume their pointers aligned to: 4 takes any float "
+                     "array as it is, 64 is the JIT's lowering (others are copied per call)")
+        ->check(CLI::IsMember({4, 64}))
+        ->capture_default_str();
     build->add_flag("--json", o->json, "Machine-readable output");
     return [o] { return run_lib_build(*o); };
 }

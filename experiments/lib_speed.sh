@@ -2,7 +2,9 @@
 # A kernel library's speed against the JIT: tune LoopTune's 25 test shapes and the real-model set
 # (datasets/models) into a fresh store (a short budget each), `lib build` it, then
 # benchmarks/lib_bench: each kernel through the .so's lt_sgemm beside the JIT's kernel of the
-# same schedule, alternating, pinned to one core, medians. Target: every ratio >= 0.97.
+# same schedule, alternating, pinned to one core, medians of thread CPU time (wall time counts
+# the time slices other processes take inside a long call). Target: every ratio >= 0.97.
+# From Python: experiments/lib_speed_python.py OUT/lib.
 #   experiments/lib_speed.sh [--build DIR] [--out DIR] [--budget-s S] [--core N] [--shapes "M,N,K ..."]
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,5 +37,5 @@ taskset -c "$core" "$build/cli/looptool" tune "${args[@]}" --store "$out/store.s
     --library "$out/store.sqlite" \
     --budget-s "$budget" > "$out/tune.log"
 "$build/cli/looptool" lib build --store "$out/store.sqlite" --out "$out/lib" > "$out/lib_build.log"
-taskset -c "$core" "$build/benchmarks/lib_bench" --store "$out/store.sqlite" --lib "$out/lib" |
+taskset -c "$core" "$build/benchmarks/lib_bench" --store "$out/store.sqlite" --lib "$out/lib" --cpu-time |
     tee "$out/lib_bench.txt"

@@ -149,6 +149,9 @@ grep -q "bogus: error: bad shape" "$tmp/e2" && ! grep -q Traceback "$tmp/e2" || 
     --budget-s 0.1 --core 0 > "$tmp/lib.log" 2>&1 || fail "lib_speed.sh: $(tail -3 "$tmp/lib.log")"
 grep -q "^2 kernels: .so/JIT geomean" "$tmp/lib/lib_bench.txt" &&
     [ -f "$tmp/lib/lib/liblooptune_kernels.so" ] || fail "lib_speed.sh: $(cat "$tmp/lib.log")"
+PYTHONPATH="$build/python" "$py" "$here/lib_speed_python.py" "$tmp/lib/lib" --rounds 1 \
+    --seconds 0.01 > "$tmp/libpy.log" 2>&1 || fail "lib_speed_python.py: $(tail -3 "$tmp/libpy.log")"
+grep -q "^2 kernels: Python/JIT geomean" "$tmp/libpy.log" || fail "$(cat "$tmp/libpy.log")"
 if "$here/lib_speed.sh" --bogus > "$tmp/e5" 2>&1; then fail "lib_speed.sh took --bogus"; fi
 grep -q "error: unknown option --bogus" "$tmp/e5" || fail "$(cat "$tmp/e5")"
 echo "experiment scripts: ok"

@@ -5,15 +5,15 @@
 namespace looptune {
 namespace {
 
-// The fixed part of the dispatch. Kernels need 64-byte aligned, non-overlapping buffers of
-// exactly their shape; everything here exists to give them that from any caller's pointers.
+// The fixed part of the dispatch. Kernels need LT_ALIGN-byte aligned, non-overlapping buffers
+// of exactly their shape; everything here exists to give them that from any caller's pointers.
 constexpr const char *kDispatchBody = R"(
 /* Elements a tensor may have: its bytes must fit a size_t and a ptrdiff_t. */
 #define LT_MAX_ELEMS ((int64_t)1 << 60)
 
 const char *lt_library_info(void) { return lt_info; }
 
-static int lt_aligned(const void *p) { return ((uintptr_t)p & 63u) == 0; }
+static int lt_aligned(const void *p) { return ((uintptr_t)p & (LT_ALIGN - 1u)) == 0; }
 
 static float *lt_alloc(int64_t n) {
     size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63u) & ~(size_t)63u;
@@ -33,7 +33,7 @@ static int lt_overlap(const float *a, int64_t na, const float *c, int64_t nc) {
     return a0 < c0 + (uintptr_t)nc * 4u && c0 < a0 + (uintptr_t)na * 4u;
 }
 
-/* A kernel of exactly these sizes; a pointer not 64-byte aligned goes through a copy. */
+/* A kernel of exactly these sizes; a pointer not LT_ALIGN-byte aligned goes through a copy. */
 static int lt_call(lt_fn fn, const float *a, int64_t na, const float *b, int64_t nb, float *c,
                    int64_t nc) {
     float *ta = NULL, *tb = NULL, *tc = NULL;
@@ -212,7 +212,7 @@ std::string c_string_literal(const std::string &text) {
 
 std::string library_header(const std::vector<DispatchKernel> &kernels, const std::string &machine,
                            const std::string &cpu, const std::string &triple,
-                           const std::array<int64_t, 3> &block) {
+                           const std::array<int64_t, 3> &block, int align) {
     std::string decls;
     for (const DispatchKernel &k : kernels)
         decls += fmt::format("/* {} */\nvoid {}({});\n", k.comment, k.function, k.params);
@@ -229,13 +229,14 @@ std::string library_header(const std::vector<DispatchKernel> &kernels, const std
    every M, N, K >= 0 (K = 0 gives C = 0).
    lt_sconv2d: Y[N][CO][H-KH+1][W-KW+1] = X[N][CI][H][W] (*) Wt[CO][CI][KH][KW], NCHW and
    OIHW, stride 1, no padding. The tuned kernel of that shape, else im2col and lt_sgemm.
-   Pointers: any alignment (a pointer not 64-byte aligned is copied into an aligned buffer,
-   which costs a copy); NULL only with no elements; the output must not overlap an input.
+   Pointers: any alignment; a tuned kernel takes every {align}-byte aligned pointer as it is
+   (float arrays are), any other is copied into an aligned buffer first. NULL only with no
+   elements; the output must not overlap an input.
    Return: LT_OK, or LT_EINVAL (negative or overflowing sizes, a NULL pointer with elements,
    overlap, KH or KW < 1 or larger than the image), or LT_ENOMEM.
 
-   Each kernel also under its own name: exactly its shape, every pointer 64-byte aligned
-   (aligned_alloc(64, ...)), no overlap, no checks. */
+   Each kernel also under its own name: exactly its shape, every pointer {align}-byte aligned,
+   no overlap, no checks. */
 #ifndef LOOPTUNE_KERNELS_H
 #define LOOPTUNE_KERNELS_H
 
@@ -264,12 +265,12 @@ const char *lt_library_info(void);
 )",
         fmt::arg("machine", machine), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
         fmt::arg("bm", block[0]), fmt::arg("bn", block[1]), fmt::arg("bk", block[2]),
-        fmt::arg("decls", decls));
+        fmt::arg("decls", decls), fmt::arg("align", align));
 }
 
 std::string dispatch_source(const std::vector<DispatchKernel> &kernels,
                             const std::string &block_function, const std::array<int64_t, 3> &block,
-                            const std::string &manifest) {
+                            const std::string &manifest, int align) {
     std::string mm, conv;
     for (const DispatchKernel &k : kernels) {
         if (k.kind == "matmul" && k.shape.size() == 3)
@@ -306,13 +307,15 @@ static const struct lt_conv lt_conv_table[] = {{
 #define LT_BLOCK {block}
 /* Largest padded/actual work for which the block kernel is used. */
 #define LT_MAX_WASTE 2.0
+/* The bytes the kernels' pointers must be aligned to. */
+#define LT_ALIGN ((uintptr_t){align})
 static const char lt_info[] = {info};
 {body})",
         fmt::arg("mm", mm), fmt::arg("conv", conv), fmt::arg("bm", block[0]),
         fmt::arg("bn", block[1]), fmt::arg("bk", block[2]), fmt::arg("block", block_function),
         fmt::arg("info", c_string_literal(manifest)),
         fmt::arg("header_include", "#include \"looptune_kernels.h\""),
-        fmt::arg("body", kDispatchBody));
+        fmt::arg("body", kDispatchBody), fmt::arg("align", align));
 }
 
 }  // namespace looptune

@@ -18,16 +18,17 @@ struct DispatchKernel {
 };
 
 /// looptune_kernels.h: the contract, lt_sgemm, lt_sconv2d, lt_library_info and every kernel
-/// under its own name.
+/// under its own name. `align`: the bytes the kernels' pointers must be aligned to.
 std::string library_header(const std::vector<DispatchKernel> &kernels, const std::string &machine,
                            const std::string &cpu, const std::string &triple,
-                           const std::array<int64_t, 3> &block);
+                           const std::array<int64_t, 3> &block, int align);
 
 /// The dispatch's C source: the shape tables, the fallbacks and `manifest` (JSON text) as
-/// lt_library_info()'s string. `block_function` is the block kernel's C function.
+/// lt_library_info()'s string. `block_function` is the block kernel's C function; `align` the
+/// bytes the kernels' pointers must be aligned to (others are copied into aligned buffers).
 std::string dispatch_source(const std::vector<DispatchKernel> &kernels,
                             const std::string &block_function, const std::array<int64_t, 3> &block,
-                            const std::string &manifest);
+                            const std::string &manifest, int align);
 
 /// `text` as a C string literal (quotes, backslashes and control characters escaped).
 std::string c_string_literal(const std::string &text);

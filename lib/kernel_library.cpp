@@ -135,6 +135,7 @@ void compile_entry(const LibraryEntry &e, const std::string &function, const std
     eo.name = function;
     eo.cpu = options.cpu;
     eo.lower.threads = options.threads;
+    eo.lower.buffer_align = options.align;
     const looptool::ExportedKernel k = looptool::export_kernel(p, eo);
     out.parallel = out.parallel || !k.runtime.empty();
     lib.cpu = k.cpu;
@@ -156,6 +157,8 @@ KernelLibrary build_kernel_library(const std::vector<LibraryEntry> &entries,
     for (int64_t b : options.block)
         if (b < 1 || b > 4096)
             throw Error(fmt::format("lib build: block sizes must be 1..4096, not {}", b));
+    if (options.align != 4 && options.align != 64)
+        throw Error(fmt::format("lib build: the alignment must be 4 or 64, not {}", options.align));
     const Toolchain tools = find_toolchain(options.cc, options.ar);
     KernelLibrary lib;
     lib.block = block_kernel_entry(entries, options.block, lib.block_source);
@@ -175,6 +178,7 @@ KernelLibrary build_kernel_library(const std::vector<LibraryEntry> &entries,
     nlohmann::json manifest = {{"machine", options.machine},
                                {"cpu", lib.cpu},
                                {"triple", lib.triple},
+                               {"alignment", options.align},
                                {"block", entry_json(lib.block, kBlockFunction)},
                                {"block_source", lib.block_source},
                                {"kernels", nlohmann::json::array()}};
@@ -182,10 +186,10 @@ KernelLibrary build_kernel_library(const std::vector<LibraryEntry> &entries,
         manifest["kernels"].push_back(entry_json(k.entry, k.function));
     const std::string manifest_text = manifest.dump(2) + "\n";
     st.write("looptune_kernels.h", library_header(compiled.dispatch, options.machine, lib.cpu,
-                                                  lib.triple, options.block));
+                                                  lib.triple, options.block, options.align));
     st.write("looptune_kernels.json", manifest_text);
-    st.write("dispatch.c",
-             dispatch_source(compiled.dispatch, kBlockFunction, options.block, manifest_text));
+    st.write("dispatch.c", dispatch_source(compiled.dispatch, kBlockFunction, options.block,
+                                           manifest_text, options.align));
     if (compiled.parallel) st.write("looptool_threads.c", looptool::exported_threads_runtime());
     link_library(tools, st.dir.string(), compiled.objects, options.cpu.empty(), compiled.parallel);
     lib.files = publish(st, options.out);

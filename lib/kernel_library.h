@@ -21,6 +21,9 @@ struct KernelLibraryOptions {
     std::string cpu;      ///< LLVM CPU name; empty: this host with its exact features
     /// The block kernel lt_sgemm tiles shapes it has no kernel for over (M, N, K).
     std::array<int64_t, 3> block = {64, 128, 256};
+    /// Bytes the kernels assume their pointers aligned to (LowerOptions::buffer_align): 4 takes
+    /// any float array without a copy (numpy's are 16-byte aligned); 64 is the JIT's lowering.
+    int align = 4;
     /// C compiler and archiver; empty: $CC, else `cc`; $AR, else `ar`.
     std::string cc, ar;
     /// Threads a kernel's `parallel` loops run on (export's LowerOptions::threads). Above 1 a

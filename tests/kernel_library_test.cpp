@@ -200,24 +200,29 @@ TEST_F(KernelLibraryTest, ConvTunedAndUnseenShapes) {
         }
 }
 
+// Each kernel called directly (no dispatch, so no copy) on pointers 4, 8, 12 and 16 bytes past
+// a 64-byte boundary: the library lowers for any 4-byte aligned pointer.
 TEST_F(KernelLibraryTest, EachKernelUnderItsOwnNameAndTheManifest) {
     ASSERT_EQ(lib_->kernels.size(), 4u);
     for (const LibraryKernel &k : lib_->kernels) {
         auto fn = reinterpret_cast<KernelFn3>(dlsym(handle_, k.function.c_str()));
         ASSERT_TRUE(fn) << k.function;
         const Program p = looptool::parse_program(k.entry.program);
-        const auto r =
-            run_checked(p.computation(), 0, [&](const float *a, const float *b, float *c) {
-                fn(a, b, c);
-                return 0;
-            });
-        EXPECT_TRUE(r.ok) << k.function << ": " << r.first_mismatch;
+        for (int offset : {0, 1, 2, 3, 4}) {
+            const auto r =
+                run_checked(p.computation(), offset, [&](const float *a, const float *b, float *c) {
+                    fn(a, b, c);
+                    return 0;
+                });
+            EXPECT_TRUE(r.ok) << k.function << " +" << offset << ": " << r.first_mismatch;
+        }
     }
     auto info = reinterpret_cast<const char *(*)()>(dlsym(handle_, "lt_library_info"));
     ASSERT_TRUE(info);
     const auto j = nlohmann::json::parse(info());
     EXPECT_EQ(j, nlohmann::json::parse(tests::slurp(dir_->path / "looptune_kernels.json")));
     EXPECT_EQ(j["machine"], "test-machine");
+    EXPECT_EQ(j["alignment"], 4);
     ASSERT_EQ(j["kernels"].size(), 4u);
     EXPECT_EQ(j["kernels"][0]["function"], "lt_mm64_64_64");
     EXPECT_EQ(j["kernels"][0]["kind"], "matmul");
@@ -312,6 +317,30 @@ TEST(KernelLibrary, ABlockOfATunedShapeComesFromTheLibrary) {
     const LibraryEntry b = block_kernel_entry(entries, {17, 33, 40}, source);
     EXPECT_EQ(source, "library");
     EXPECT_EQ(b.program, entries[1].program);
+}
+
+// --align 64: the JIT's lowering; lt_sgemm copies pointers that are not 64-byte aligned.
+TEST(KernelLibrary, A64ByteAlignedLibraryCopiesOtherPointers) {
+    TempDir dir("kernel_library_a64");
+    KernelLibraryOptions o;
+    o.out = dir.path.string();
+    o.block = {64, 64, 64};  // the tuned entry: no seeds measured
+    o.align = 64;
+    build_kernel_library({test_entries()[0]}, o);
+    const auto j = nlohmann::json::parse(tests::slurp(dir.path / "looptune_kernels.json"));
+    EXPECT_EQ(j["alignment"], 64);
+    EXPECT_NE(tests::slurp(dir.path / "looptune_kernels.h").find("64-byte aligned"),
+              std::string::npos);
+    void *h = dlopen((dir.path / "liblooptune_kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_TRUE(h) << dlerror();
+    auto sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "lt_sgemm"));
+    for (int offset : {0, 1, 4}) {
+        const auto r = sgemm_checked(sgemm, 64, 64, 64, offset);
+        EXPECT_TRUE(r.ok) << "+" << offset << ": " << r.first_mismatch;
+    }
+    dlclose(h);
+    o.align = 8;
+    EXPECT_THROW(build_kernel_library({test_entries()[0]}, o), looptool::Error);
 }
 
 TEST(KernelLibrary, ErrorsLeaveTheOldLibraryAndNoNewFile) {

@@ -156,7 +156,7 @@ std::string link_text(const std::string &name, int threads, bool mvec) {
 }
 
 std::string make_header(const Computation &c, const std::string &name, const std::string &cpu,
-                        bool mvec, const std::string &triple, int threads) {
+                        bool mvec, const std::string &triple, int threads, int align) {
     std::string params, tensors;
     for (TensorKind kind : {TensorKind::Input, TensorKind::Output})
         for (const Tensor &t : c.tensors)
@@ -179,7 +179,7 @@ std::string make_header(const Computation &c, const std::string &name, const std
         "// Compiled for {triple}, CPU {cpu}; {link}"
         "//\n"
         "// Computes ({vars}):\n{stmts}"
-        "// Tensors: float32, row-major, each pointer 64-byte aligned (aligned_alloc(64, ...)),\n"
+        "// Tensors: float32, row-major, {align_text},\n"
         "// no two overlapping. Outputs are fully overwritten.\n"
         "{tensors}"
         "#ifndef {guard}\n#define {guard}\n\n"
@@ -189,7 +189,9 @@ std::string make_header(const Computation &c, const std::string &name, const std
         fmt::arg("name", name), fmt::arg("triple", triple), fmt::arg("cpu", cpu),
         fmt::arg("link", link_text(name, threads, mvec)), fmt::arg("vars", vars),
         fmt::arg("stmts", stmts), fmt::arg("tensors", tensors), fmt::arg("guard", guard),
-        fmt::arg("params", params));
+        fmt::arg("params", params),
+        fmt::arg("align_text", align == 64 ? "each pointer 64-byte aligned (aligned_alloc(64, ...))"
+                                           : fmt::format("each pointer {}-byte aligned", align)));
 }
 
 std::string emit(llvm::TargetMachine &tm, const llvm::Module &m, llvm::CodeGenFileType type) {
@@ -293,7 +295,7 @@ ExportedKernel export_kernel(const Program &p, const ExportOptions &options) {
     for (const llvm::Function &f : *m)
         if (f.getName().starts_with("_ZGV"))
             for (const llvm::User *u : f.users()) mvec |= llvm::isa<llvm::CallInst>(u);
-    k.header = make_header(c, k.name, k.cpu, mvec, k.triple, k.threads);
+    k.header = make_header(c, k.name, k.cpu, mvec, k.triple, k.threads, options.lower.buffer_align);
     k.program = serialize(p);
     return k;
 }

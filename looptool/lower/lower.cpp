@@ -44,6 +44,9 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
         if (log) fmt::print(stderr, "lower {}: {}: {}\n", fn_name, name, what);
     };
 
+    const int al = options.buffer_align;
+    if (al < 4 || al > 64 || (al & (al - 1)) != 0)
+        throw Error(fmt::format("buffer alignment {} is not a power of two from 4 to 64", al));
     p.computation().validate();
     validate_loop_tree(p.computation(), p.tree);
     step("validate", fmt::format("{}, {} statements, {} nests", p.computation().name,
@@ -85,7 +88,7 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
 
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
     set_math_widths(*m, options.vector_math);
-    const KernelBody body = create_kernel_body(c, *m, fn_name);
+    const KernelBody body = create_kernel_body(c, *m, fn_name, false, options.buffer_align);
     const std::vector<bool> zero_started = emit_nests(c, plans, body, sum, options.threads);
     step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies, {} "
                              "transposing copies, {} parallel nests",

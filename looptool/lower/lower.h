@@ -57,6 +57,11 @@ struct LowerOptions {
     /// call on vectors (the JIT and the exporter set the target's; lower_math.h); 0: libm's
     /// scalar functions only.
     unsigned vector_math = 0;
+    /// Bytes every input and output pointer is assumed aligned to, a power of two from 4 to 64:
+    /// 64, the JIT's buffers, lets vector accesses at multiples of 16 floats be aligned ones; 4
+    /// takes any float pointer (a kernel library called on numpy's 16-byte aligned arrays), and
+    /// on AVX hardware its unaligned vector accesses of aligned data cost the same.
+    int buffer_align = 64;
 };
 
 /// What the lowering did, for tests and --verbose.

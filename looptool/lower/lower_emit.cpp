@@ -277,7 +277,7 @@ void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<V
 }
 
 KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name,
-                              bool range) {
+                              bool range, int buffer_align) {
     llvm::LLVMContext &ctx = m.getContext();
     IRBuilder<> b(ctx);
     Type *ptr = llvm::PointerType::getUnqual(ctx);
@@ -293,12 +293,17 @@ KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::
                                      range ? fn_name : fn_name + ".body", m);
     body.fn->addFnAttr(llvm::Attribute::AlwaysInline);
     body.fn->addFnAttr(llvm::Attribute::NoUnwind);
+    body.buffer_align = buffer_align;
     for (size_t t = 0; t < nt; ++t) {
         llvm::Argument *a = body.fn->getArg(unsigned(t));
         a->setName(c.tensors[t].name);
         a->addAttr(llvm::Attribute::NoAlias);
         a->addAttr(llvm::Attribute::NoCapture);
-        a->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+        const bool callers =
+            c.tensors[t].kind == TensorKind::Input || c.tensors[t].kind == TensorKind::Output;
+        const int64_t bytes = callers ? buffer_align : 64;
+        body.align_floats.push_back(bytes / 4);
+        a->addAttr(llvm::Attribute::getWithAlignment(ctx, llvm::Align(uint64_t(bytes))));
         a->addAttr(llvm::Attribute::getWithDereferenceableBytes(
             ctx, uint64_t(c.tensors[t].num_elements()) * 4));
         body.args.push_back(a);
@@ -347,7 +352,8 @@ void emit_zero_outputs(const Computation &c, const KernelBody &body,
         const int64_t n = c.tensors[t].num_elements();
         const ReduceKind k = c.reduction_into(int(t));
         if (k == ReduceKind::Sum)
-            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(n) * 4, llvm::MaybeAlign(64));
+            b.CreateMemSet(body.args[t], b.getInt8(0), uint64_t(n) * 4,
+                           llvm::MaybeAlign(uint64_t(body.align_floats[t] * 4)));
         else
             emit_fill(b, body.fn, body.args[t], n, reduce_identity(k));
         summary.zeroed_tensors.push_back(int(t));

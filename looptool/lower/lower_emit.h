@@ -13,21 +13,26 @@
 
 namespace looptool::detail {
 
-/// The internal kernel body: one noalias, 64-byte aligned pointer argument per tensor and the
-/// cancel flag. Its blocks: `entry` (left open for emit_zero_outputs), `nests` (where
-/// emit_nests starts) and `ret`.
+/// The internal kernel body: one noalias pointer argument per tensor and the cancel flag. Its
+/// blocks: `entry` (left open for emit_zero_outputs), `nests` (where emit_nests starts) and
+/// `ret`.
 struct KernelBody {
     llvm::Function *fn = nullptr;
     std::vector<llvm::Value *> args;  ///< per tensor
+    /// Per tensor: the floats its pointer is aligned to (inputs and outputs: the caller's
+    /// LowerOptions::buffer_align; temporaries: 16, allocated 64-byte aligned).
+    std::vector<int64_t> align_floats;
+    int buffer_align = 64;  ///< LowerOptions::buffer_align
     llvm::Value *cancel = nullptr;
     llvm::Value *begin = nullptr, *end = nullptr;  ///< a chunk body's range (i64), else null
     llvm::BasicBlock *entry = nullptr, *nests = nullptr, *ret = nullptr;
 };
 
 /// With `range`, two i64 parameters follow the cancel flag: the iterations [begin, end) of a
-/// parallel loop the body runs (its name then `fn_name` itself).
+/// parallel loop the body runs (its name then `fn_name` itself). `buffer_align`: as
+/// LowerOptions::buffer_align.
 KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name,
-                              bool range = false);
+                              bool range, int buffer_align);
 
 /// Emits every nest from its plan, in order, into body.nests, then branches to body.ret.
 /// Returns per statement whether every emission of it was a zero-start register tile (so

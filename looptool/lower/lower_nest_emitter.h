@@ -49,9 +49,6 @@ struct State {
     int64_t lanes = 1;           // real lanes of the vector piece being emitted (masked: < w)
 };
 
-/// Every buffer the kernel gets or allocates starts 64 bytes aligned: 16 floats.
-constexpr int64_t kBufferAlignFloats = 16;
-
 inline int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b < 0 ? -b : b); }
 
 /// Emits one nest from its plan. Everything it knows about the nest is in the plan; its own
@@ -101,7 +98,7 @@ private:
         st.stat.assign(c_.vars.size(), 0);
         for (const Slot &s : slots_) {
             st.ptr.push_back(body_.args[size_t(s.tensor)]);
-            st.mult.push_back(kBufferAlignFloats);
+            st.mult.push_back(body_.align_floats[size_t(s.tensor)]);
             st.bias.push_back(0);
         }
         return st;
@@ -130,7 +127,7 @@ private:
             const Slot &s = slots_[a];
             if (!s.block_relative) continue;
             st.ptr[a] = body_.args[size_t(s.tensor)];
-            st.mult[a] = kBufferAlignFloats;
+            st.mult[a] = body_.align_floats[size_t(s.tensor)];
             st.bias[a] = 0;
             for (size_t v = 0; v < s.coef.size(); ++v) st.bias[a] -= s.coef[v] * st.stat[v];
         }

@@ -39,7 +39,8 @@ void NestEmitter::run_parallel() {
     ++sum_.parallel_nests;
     llvm::Module &m = *body_.fn->getParent();
     const std::string name = body_.fn->getName().str() + ".par";
-    const KernelBody range = create_kernel_body(c_, m, name + ".range", /*range=*/true);
+    const KernelBody range =
+        create_kernel_body(c_, m, name + ".range", /*range=*/true, body_.buffer_align);
     {
         IRBuilder<> rb(range.entry);
         rb.CreateBr(range.nests);

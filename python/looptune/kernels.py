@@ -5,14 +5,17 @@
     Y = lib.sconv2d(X, W)                              # NCHW input, OIHW weights, stride 1
     lib.kernels()                                      # the tuned kernels it holds
 
-Pure Python: ctypes calls the library's C functions (lt_sgemm, lt_sconv2d), and ctypes releases
-the GIL for the duration of each call, so other Python threads run meanwhile. Every input is
-checked before the call: float32 only (anything else raises TypeError, or is converted with
-convert=True), the right number of dimensions and matching sizes (ValueError), and arrays that
-are not C-contiguous or not 64-byte aligned (the kernels' requirement) are copied into aligned
-buffers first (looptune.aligned_empty makes arrays that need none). 0-size inputs give the empty
-or zero result. `out=` writes the result into an existing array (no allocation per call). A
-non-zero return code of the library raises looptune.KernelError.
+The library's C functions (lt_sgemm, lt_sconv2d) are called with the GIL released, so other
+Python threads run meanwhile: through looptune._core's small C entry when the arguments are
+float32 arrays it takes as they are (its per-call cost is a fraction of ctypes'), else through
+ctypes after the checks below. Every input is checked before the call: float32 only (anything
+else raises TypeError, or is converted with convert=True), the right number of dimensions and
+matching sizes (ValueError). A C-contiguous float32 array is passed as it is, with no copy: the
+library's kernels take any 4-byte aligned pointer (libraries built with `lib build --align 64`:
+64-byte aligned ones, as looptune.aligned_empty makes). Other arrays (strided, Fortran order,
+misaligned below 4 bytes) are copied first. 0-size inputs give the empty or zero result. `out=`
+writes the result into an existing array (no allocation per call; a non-contiguous `out` gets
+the result through a copy). A non-zero return code of the library raises looptune.KernelError.
 """
 
 import ctypes
@@ -20,6 +23,12 @@ import json
 import os
 
 import numpy as np
+
+try:
+    from . import _core
+    _FAST = (_core._sgemm, _core._sconv2d)
+except (ImportError, AttributeError):  # the C entry is an optimisation: ctypes does it all too
+    _FAST = (None, None)
 
 __all__ = ["load_library", "KernelLibrary", "KernelError", "aligned_empty"]
 
@@ -33,8 +42,9 @@ class KernelError(RuntimeError):
 
 
 def aligned_empty(shape):
-    """A new C-contiguous float32 array of `shape` whose data starts on a 64-byte boundary: as
-    an input of sgemm or sconv2d it is passed to the kernel without a copy."""
+    """A new C-contiguous float32 array of `shape` whose data starts on a 64-byte boundary: what
+    a library built with `lib build --align 64` takes without a copy (any float32 array is
+    taken as it is by one of the default, `--align 4`)."""
     shape = tuple(shape) if np.iterable(shape) else (shape,)
     n = int(np.prod(shape, dtype=np.int64))
     raw = np.empty(n + _ALIGN // 4, dtype=np.float32)
@@ -42,9 +52,9 @@ def aligned_empty(shape):
     return raw[offset:offset + n].reshape(shape)
 
 
-def _as_kernel_input(x, ndim, what, convert):
-    """x as a C-contiguous, 64-byte aligned float32 array of `ndim` dimensions (copied when it
-    is not one already)."""
+def _as_kernel_input(x, ndim, what, convert, align):
+    """x as a C-contiguous, `align`-byte aligned float32 array of `ndim` dimensions (copied
+    when it is not one already)."""
     if not isinstance(x, np.ndarray) or x.dtype != np.float32:
         dtype = x.dtype if isinstance(x, np.ndarray) else type(x).__name__
         if not convert:
@@ -56,7 +66,7 @@ def _as_kernel_input(x, ndim, what, convert):
             raise TypeError(f"{what}: cannot convert to float32: {e}") from None
     if x.ndim != ndim:
         raise ValueError(f"{what}: {ndim} dimensions expected, got shape {x.shape}")
-    if x.flags.c_contiguous and x.ctypes.data % _ALIGN == 0:
+    if x.flags.c_contiguous and _ptr(x) % align == 0:
         return x
     out = aligned_empty(x.shape)
     out[...] = x
@@ -67,18 +77,18 @@ def _ptr(a):
     return a.__array_interface__["data"][0]  # an int: cheaper than ctypes.data_as
 
 
-def _output(out, shape, what):
-    """`out` checked as the result's array (float32, C-contiguous, `shape`), or a new aligned
-    one; the kernel writes into the returned array, and into `out` after it when they differ."""
+def _output(out, shape, what, align):
+    """`out` checked as the result's array (float32, C-contiguous, `shape`), or a new one; the
+    kernel writes into the returned array, and into `out` after it when they differ."""
     if out is None:
-        return aligned_empty(shape)
+        return aligned_empty(shape)  # aligned: split cache lines slow streaming kernels
     if not isinstance(out, np.ndarray) or out.dtype != np.float32:
         raise TypeError(f"{what}: out must be a float32 numpy array")
     if out.shape != tuple(shape):
         raise ValueError(f"{what}: out has shape {out.shape}, the result {tuple(shape)}")
     if not out.flags.writeable:
         raise ValueError(f"{what}: out is read-only")
-    if out.flags.c_contiguous and out.ctypes.data % _ALIGN == 0:
+    if out.flags.c_contiguous and _ptr(out) % align == 0:
         return out
     return aligned_empty(shape)
 
@@ -111,6 +121,12 @@ class KernelLibrary:
         info = self._lib.lt_library_info
         info.restype = ctypes.c_char_p
         self.manifest = json.loads(info().decode())
+        # Libraries from before the alignment was recorded need 64-byte aligned pointers.
+        self._align = int(self.manifest.get("alignment", _ALIGN))
+        # The C entry calls the functions at these addresses; self._lib keeps them loaded.
+        self._fast_sgemm, self._fast_sconv2d = _FAST
+        self._sgemm_at = ctypes.cast(self._sgemm, ctypes.c_void_p).value
+        self._sconv2d_at = ctypes.cast(self._sconv2d, ctypes.c_void_p).value
 
     def kernels(self):
         """The tuned kernels: a list of dicts (function, name, kind, shape, gflops, verified)."""
@@ -124,27 +140,39 @@ class KernelLibrary:
 
     def sgemm(self, A, B, *, convert=False, out=None):
         """A @ B for float32 matrices A (M, K) and B (K, N): a new (M, N) float32 array, or
-        `out` (float32, that shape) filled; reusing an aligned `out` saves allocating it."""
-        A = _as_kernel_input(A, 2, "sgemm: A", convert)
-        B = _as_kernel_input(B, 2, "sgemm: B", convert)
+        `out` (float32, that shape) filled; reusing `out` saves allocating it."""
+        if self._fast_sgemm is not None:
+            r = self._fast_sgemm(self._sgemm_at, A, B, out)
+            if r is not None:
+                if r.__class__ is int:
+                    self._check(r, "sgemm")
+                return r
+        A = _as_kernel_input(A, 2, "sgemm: A", convert, self._align)
+        B = _as_kernel_input(B, 2, "sgemm: B", convert, self._align)
         (m, k), (k2, n) = A.shape, B.shape
         if k != k2:
             raise ValueError(f"sgemm: A is {A.shape} and B is {B.shape}: inner sizes differ")
-        C = _output(out, (m, n), "sgemm")
+        C = _output(out, (m, n), "sgemm", self._align)
         self._check(self._sgemm(m, n, k, _ptr(A), _ptr(B), _ptr(C)), "sgemm")
         return _finish(C, out)
 
     def sconv2d(self, X, W, *, convert=False, out=None):
         """The convolution of X (N, CI, H, W) with weights W (CO, CI, KH, KW), stride 1, no
         padding: a new (N, CO, H - KH + 1, W - KW + 1) float32 array, or `out` filled."""
-        X = _as_kernel_input(X, 4, "sconv2d: X", convert)
-        W = _as_kernel_input(W, 4, "sconv2d: W", convert)
+        if self._fast_sconv2d is not None:
+            r = self._fast_sconv2d(self._sconv2d_at, X, W, out)
+            if r is not None:
+                if r.__class__ is int:
+                    self._check(r, "sconv2d")
+                return r
+        X = _as_kernel_input(X, 4, "sconv2d: X", convert, self._align)
+        W = _as_kernel_input(W, 4, "sconv2d: W", convert, self._align)
         (n, ci, h, w), (co, ci2, kh, kw) = X.shape, W.shape
         if ci != ci2:
             raise ValueError(f"sconv2d: X is {X.shape} and W is {W.shape}: channels differ")
         if kh < 1 or kw < 1 or kh > h or kw > w:
             raise ValueError(f"sconv2d: kernel {kh}x{kw} does not fit the {h}x{w} image")
-        Y = _output(out, (n, co, h - kh + 1, w - kw + 1), "sconv2d")
+        Y = _output(out, (n, co, h - kh + 1, w - kw + 1), "sconv2d", self._align)
         self._check(self._sconv2d(n, ci, h, w, co, kh, kw, _ptr(X), _ptr(W), _ptr(Y)), "sconv2d")
         return _finish(Y, out)
 

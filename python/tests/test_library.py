@@ -3,6 +3,7 @@ matmuls and a tuned conv, called on numpy arrays and checked against numpy; ever
 (misaligned, strided, Fortran order, wrong dtype, wrong shape, 0-size, lists) runs in a child
 process, so a crash fails the test instead of killing the run."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -102,7 +103,43 @@ class LibraryTest(unittest.TestCase):
             t.join()
         self.assertGreater(during, 1000)
 
+    def test_tuned_kernels_on_pointers_at_every_float_offset(self):
+        # The library's kernels take any 4-byte aligned pointer: views 4 to 60 bytes past a
+        # 64-byte boundary go to the kernel as they are (the C entry takes them) and match.
+        self.assertEqual(self.lib.manifest["alignment"], 4)
+        rng = np.random.default_rng(5)
+        for m, n, k in [(64, 64, 64), (33, 47, 29)]:
+            A = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+            B = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+            want = A.astype(np.float64) @ B
+            for offset in (4, 8, 12, 16, 32, 60):
+                a, b = misaligned(A, offset), misaligned(B, 64 - offset)
+                c = misaligned(np.full((m, n), np.nan, np.float32), offset)
+                with self.subTest(shape=(m, n, k), offset=offset):
+                    self.assertIsNotNone(self.lib._fast_sgemm(self.lib._sgemm_at, a, b, c))
+                    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * k)
+                    self.assertIs(self.lib.sgemm(a, b, out=c), c)
+
+    def test_the_c_entry_takes_only_arrays_it_can_pass_as_they_are(self):
+        A, B = np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)
+        fast, at = self.lib._fast_sgemm, self.lib._sgemm_at
+        self.assertEqual(fast(at, A, B, None).shape, (4, 5))
+        for a, b, out in [(A.astype(np.float64), B, None), (np.asfortranarray(A), B, None),
+                          (A[:, :2], B[:2], None), (misaligned(A, 1), B, None),
+                          (A.astype(">f4"), B, None), (A[None], B, None), (A, B[:2], None),
+                          (A.tolist(), B, None), (A, B, np.zeros((5, 4), np.float32)),
+                          (A, B, np.zeros((4, 10), np.float32)[:, ::2])]:
+            self.assertIsNone(fast(at, a, b, out))
+        ro = np.zeros((4, 5), np.float32)
+        ro.setflags(write=False)
+        self.assertIsNone(fast(at, A, B, ro))
+        with self.assertRaises(TypeError):
+            fast(at, A, B)
+        self.assertEqual(fast(at, A, B, np.ones((4, 5), np.float32)).sum(), 60)
+
     def test_the_torch_example_matches_torch_matmul(self):
+        if importlib.util.find_spec("torch") is None:
+            self.skipTest("torch is not importable")
         example = os.path.join(os.path.dirname(__file__), "..", "examples", "torch_kernel.py")
         p = subprocess.run([sys.executable, example, self.dir], capture_output=True, text=True,
                            timeout=300)
@@ -110,8 +147,15 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(p.stdout.count("vs torch.matmul (ok)"), 2, p.stdout)
 
     def test_hostile_inputs_never_crash(self):
+        for path in ("the C entry", "ctypes"):
+            with self.subTest(path=path):
+                self.hostile_inputs_never_crash(path == "ctypes")
+
+    def hostile_inputs_never_crash(self, ctypes_only):
         # One child runs every case and prints "name: outcome"; a crash ends it early.
         code = HOSTILE.replace("LIBDIR", repr(self.dir))
+        if ctypes_only:
+            code = code.replace("rng = np.random", "lib._fast_sgemm = lib._fast_sconv2d = None\nrng = np.random")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, f"child died ({p.returncode}) after:\n{p.stdout}\n{p.stderr}")
         lines = dict(line.split(": ", 1) for line in p.stdout.splitlines() if ": " in line)
@@ -123,7 +167,7 @@ class LibraryTest(unittest.TestCase):
             "int32 converted": "ok", "list": "TypeError", "list converted": "ok",
             "strings converted": "TypeError", "1-d": "ValueError", "3-d": "ValueError",
             "inner mismatch": "ValueError", "0 rows": "ok", "0 inner": "ok", "0 columns": "ok",
-            "all 0": "ok", "scalar": "TypeError", "None": "TypeError",
+            "all 0": "ok", "result too big": "ValueError", "scalar": "TypeError", "None": "TypeError",
             "conv misaligned": "ok", "conv 3-d": "ValueError", "conv channels": "ValueError",
             "conv kernel too big": "ValueError", "conv 0 images": "ok", "conv float64": "TypeError",
             "out aligned": "ok", "out misaligned": "ok", "out strided": "ok",
@@ -131,6 +175,15 @@ class LibraryTest(unittest.TestCase):
             "aligned_empty": "ok",
         }
         self.assertEqual(lines, expected)
+
+
+def misaligned(x, offset):
+    """A copy of x whose data starts `offset` bytes past a 64-byte boundary."""
+    raw = np.zeros(x.nbytes + 64 + offset, dtype=np.uint8)
+    start = (-raw.ctypes.data % 64) + offset
+    v = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    v[...] = x
+    return v
 
 
 HOSTILE = r'''
@@ -197,6 +250,8 @@ case("0 inner", lambda: lib.sgemm(np.zeros((13, 0), np.float32), np.zeros((0, 9)
 case("0 columns", lambda: lib.sgemm(A, np.zeros((21, 0), np.float32)), lambda c: close(c, np.zeros((13, 0))))
 case("all 0", lambda: lib.sgemm(np.zeros((0, 0), np.float32), np.zeros((0, 0), np.float32)),
      lambda c: close(c, np.zeros((0, 0))))
+huge = np.zeros((2**40, 0), np.float32)
+case("result too big", lambda: lib.sgemm(huge, huge.T))
 case("scalar", lambda: lib.sgemm(3.0, B))
 case("None", lambda: lib.sgemm(None, None))
 X = rng.uniform(-1, 1, (2, 3, 7, 9)).astype(np.float32)
