@@ -335,7 +335,8 @@ def plot(rows, trials, out):
                       for i, t in enumerate(trials)])
     script = ("set terminal pngcairo size 1000,520 noenhanced\n"
               f"set output '{os.path.join(out, 'tvm_peer.png')}'\n"
-              "set title 'matmul kernels, one core: looptool tune against TVM MetaSchedule'\n"
+              "set title 'matmul kernels on one core: looptool tune and TVM MetaSchedule "
+              "(side by side where timed so)'\n"
               "set ylabel 'GFLOPS'\nset style data histograms\nset style histogram clustered\n"
               "set style fill solid 0.8 border -1\nset grid ytics\nset key top left\n"
               "set xtics rotate by -30\nset yrange [0:*]\n"
