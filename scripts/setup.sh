@@ -6,6 +6,9 @@
 #                           (Gymnasium from PyPI into <build>/venv first, when PyPI answers)
 #   scripts/setup.sh deps   only install missing packages
 #   scripts/setup.sh build  only install and build
+#   scripts/setup.sh tvm    install and build, TVM from PyPI into <build>/venv-tvm, then
+#                           experiments/tvm_peer.py on its default shapes into <build>/tvm_peer
+#                           (hours: 1,000 TVM trials a shape; `run` and `test` download no TVM)
 #
 # Environment: LOOPTUNE_BUILD_DIR (default <repo>/build), LOOPTUNE_JOBS (build jobs, default:
 # cores). The tests read LoopTune's corpus from ../shared/corpus/looptune beside the clone.
@@ -97,6 +100,29 @@ install_gymnasium() {
   fi
 }
 
+# TVM (apache-tvm, about 100 MB, with XGBoost for MetaSchedule's cost model), for
+# experiments/tvm_peer.py and CTest TvmPeer: in a venv of its own that does not see Debian's
+# packages. Its ml_dtypes needs numpy 2, which would shadow the numpy 1.24 that the looptune
+# module and torch were built against; and where torch is importable, TVM and each of its
+# builder and runner processes compile a PyTorch extension at import (minutes). tvm-ffi is
+# pinned: 0.27.0.post1's tuner crashes with the newer 0.1.15. Optional: without PyPI, TvmPeer
+# is reported as skipped.
+install_tvm() {
+  local venv="$BUILD/venv-tvm"
+  if "$venv/bin/python" -c 'import tvm, xgboost, cloudpickle, psutil' 2>/dev/null; then
+    log "TVM present in $venv"
+    return
+  fi
+  if /usr/bin/python3 -m venv "$venv" >/dev/null 2>&1 &&
+    timeout 900 "$venv/bin/pip" install -q --disable-pip-version-check --timeout 30 --retries 1 \
+      apache-tvm==0.27.0.post1 apache-tvm-ffi==0.1.14.post1 xgboost-cpu cloudpickle psutil \
+      >/dev/null 2>&1; then
+    log "TVM installed into $venv"
+  else
+    log "TVM skipped (no venv or no PyPI): experiments/tvm_peer.py and CTest TvmPeer cannot run"
+  fi
+}
+
 # Two test processes at a time: the target machines have 2 cores, and the measurement tests
 # want a core each.
 run_tests() {
@@ -112,5 +138,8 @@ case "${1:-}" in
   test) install_deps; build; install_gymnasium; run_tests ;;
   deps) install_deps ;;
   build) install_deps; build ;;
-  *) sed -n '2,11p' "$0" >&2; exit 2 ;;
+  tvm)
+    install_deps; build; install_tvm
+    /usr/bin/python3 "$ROOT/experiments/tvm_peer.py" --build "$BUILD" --out "$BUILD/tvm_peer" ;;
+  *) sed -n '2,14p' "$0" >&2; exit 2 ;;
 esac
