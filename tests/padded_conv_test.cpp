@@ -17,7 +17,9 @@ using namespace looptool;
 
 namespace {
 
-Program naive(const Computation &c) { return Program::naive(std::make_shared<const Computation>(c)); }
+Program naive(const Computation &c) {
+    return Program::naive(std::make_shared<const Computation>(c));
+}
 
 Program applied(Program p, const std::vector<Action> &actions) {
     for (Action a : actions) p = apply(p, a);
@@ -97,9 +99,9 @@ TEST(PaddedConv, TheBuilderPadsExactly) {
     EXPECT_EQ(s2.tensors[4].shape, (std::vector<int64_t>{1, 4, 4, 4}));
     const auto p = conv_params(s2);
     ASSERT_TRUE(p);
-    EXPECT_EQ(std::vector<int64_t>({p->n, p->ci, p->h, p->w, p->co, p->kh, p->kw, p->stride,
-                                    p->pad}),
-              std::vector<int64_t>({1, 3, 8, 8, 4, 3, 3, 2, 1}));
+    EXPECT_EQ(
+        std::vector<int64_t>({p->n, p->ci, p->h, p->w, p->co, p->kh, p->kw, p->stride, p->pad}),
+        std::vector<int64_t>({1, 3, 8, 8, 4, 3, 3, 2, 1}));
     EXPECT_FALSE(generated_form(c));  // already generate's form
     auto jit = Jit::create();
     for (const Computation *x : {&c, &s2}) EXPECT_TRUE(tests::matches_reference(*jit, naive(*x)));
@@ -127,8 +129,8 @@ TEST(PaddedConv, SeedsAndTheTileFamilyApplyAndVerify) {
         ASSERT_TRUE(cs) << c.name;
         EXPECT_EQ(cs->co, 32);
         EXPECT_EQ(cs->wo, stride == 1 ? 19 : 10);
-        const auto seeds = looptune::tune_seeds(c, looptune::kSeedSteps,
-                                                ActionSpace::preset("full"));
+        const auto seeds =
+            looptune::tune_seeds(c, looptune::kSeedSteps, ActionSpace::preset("full"));
         ASSERT_GE(seeds.size(), 4u) << c.name;
         for (const auto &seed : seeds) {
             const Program p = applied(naive(c), seed.actions);
@@ -182,9 +184,8 @@ TEST(PaddedConv, RandomActionSequencesVerify) {
     const ActionSpace space = ActionSpace::preset("layout");
     for (int i = 0; i < 60; ++i) {
         const int64_t stride = 1 + i % 2;
-        const Computation c =
-            make_padded_conv2d(1 + i % 2, 2 + i % 3, 5 + i % 4, 6 + i % 5, 3 + i % 4, 3, 3, stride,
-                               1 + (i % 7 == 0));
+        const Computation c = make_padded_conv2d(1 + i % 2, 2 + i % 3, 5 + i % 4, 6 + i % 5,
+                                                 3 + i % 4, 3, 3, stride, 1 + (i % 7 == 0));
         Program p = naive(c);
         p.cursor = i % p.tree.num_loops();
         p = tests::random_walk(p, rng, 16, space);
