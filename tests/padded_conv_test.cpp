@@ -86,6 +86,48 @@ cursor 0
     return ::testing::AssertionFailure() << c.first_mismatch << "\n" << dump(p, false);
 }
 
+// The same conv (stride 2 on rows and columns, padding 2) with a temporary and a copy, the
+// padding over the conv's own n and c, the variables declared in another order.
+const char *kHandPaddedTemp = R"(looptool-program 1
+name hpad2
+var w 9
+var kw 3
+var m 6
+var h 7
+var c 3
+var n 1
+var ho 4
+var wo 5
+var kh 3
+tensor X input 1 3 7 9
+tensor W input 6 3 3 3
+tensor Q temp 1 3 11 13
+tensor Acc temp 1 6 4 5
+tensor Y output 1 6 4 5
+stmt Q[n, c, h + 2, w + 2] += X[n, c, h, w]
+stmt Acc[n, m, ho, wo] += Q[n, c, 2*ho + kh, kw + 2*wo] * W[m, c, kh, kw]
+stmt Y[n, m, ho, wo] = Acc[n, m, ho, wo]
+nest 0
+loop w 9 0
+loop h 7 0
+loop c 3 0
+loop n 1 0
+nest 1
+loop kw 3 0
+loop m 6 0
+loop c 3 0
+loop n 1 0
+loop ho 4 0
+loop wo 5 0
+loop kh 3 0
+nest 2
+loop m 6 0
+loop n 1 0
+loop ho 4 0
+loop wo 5 0
+cursor 0
+)";
+
 }  // namespace
 
 TEST(PaddedConv, TheBuilderPadsExactly) {
@@ -150,6 +192,25 @@ TEST(PaddedConv, SeedsAndTheTileFamilyApplyAndVerify) {
         }
         EXPECT_GT(members, 10);
     }
+}
+
+TEST(PaddedConv, AnotherHandWrittenFormWithAStrideAndATemporary) {
+    const Program file = parse_program(kHandPaddedTemp);
+    const auto g = generated_form(file.computation());
+    ASSERT_TRUE(g);
+    const auto p = conv_params(*g);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(
+        std::vector<int64_t>({p->n, p->ci, p->h, p->w, p->co, p->kh, p->kw, p->stride, p->pad}),
+        std::vector<int64_t>({1, 3, 7, 9, 6, 3, 3, 2, 2}));
+    EXPECT_EQ(g->vars[0].name, "n");  // make_padded_conv2d's order: n, c, ho, wo, kh, kw, m, h, w
+    EXPECT_EQ(g->vars[8].name, "w");
+    const auto seeds = looptune::tune_seeds(*g, looptune::kSeedSteps, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    EXPECT_TRUE(same_function(file.computation(), tuning_start(file)));
+    for (const auto &seed : seeds)
+        EXPECT_TRUE(same_function(file.computation(), applied(tuning_start(file), seed.actions)))
+            << seed.name;
 }
 
 TEST(PaddedConv, AHandWrittenPaddedConvBecomesGeneratesForm) {
