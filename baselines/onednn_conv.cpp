@@ -11,6 +11,7 @@
 
 #include "baselines/reference_kernels.h"
 #include "looptool/check/verify.h"
+#include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 
@@ -104,13 +105,7 @@ const char *conv_method_name(ConvLayout layout) {
     return "?";
 }
 
-bool is_conv2d(const looptool::Computation &c) {
-    if (c.tensors.size() != 4 || c.tensors[0].shape.size() != 4 || c.tensors[1].shape.size() != 4)
-        return false;
-    const auto &x = c.tensors[0].shape, &w = c.tensors[1].shape;
-    if (w[2] > x[2] || w[3] > x[3] || w[1] != x[1]) return false;
-    return c == looptool::make_conv2d(x[0], x[1], x[2], x[3], w[0], w[2], w[3], c.name);
-}
+bool is_conv2d(const looptool::Computation &c) { return looptool::conv_params(c).has_value(); }
 
 struct OnednnConv::Impl {
     ConvLayout layout;
@@ -122,6 +117,7 @@ struct OnednnConv::Impl {
     dnnl_memory_desc_t user_md[3]{};  // X, W, Y in our layouts
     dnnl_memory_t mem[3]{};           // src, weights, dst as the convolution sees them
     dnnl_memory_t user_y = nullptr;   // Best: our Y, the target of the final reorder
+    int tensor[3] = {0, 1, 3};        // X, W and Y among the computation's buffers
     bool bound = false;
 
     ~Impl() {
@@ -162,16 +158,24 @@ struct OnednnConv::Impl {
 
 OnednnConv::OnednnConv(const looptool::Computation &c, ConvLayout layout)
     : impl_(std::make_unique<Impl>()) {
-    if (!is_conv2d(c))
-        throw Error(fmt::format("{}: {} runs only conv2d benchmarks (make_conv2d's shape)", c.name,
-                                conv_method_name(layout)));
+    const auto conv = looptool::conv_params(c);
+    if (!conv)
+        throw Error(
+            fmt::format("{}: {} runs only conv2d benchmarks (one stride and one padding "
+                        "for rows and columns)",
+                        c.name, conv_method_name(layout)));
     const Api &a = api();
     onednn_set_threads();
     Impl &m = *impl_;
     m.layout = layout;
     check(a.dnnl_engine_create(&m.engine, dnnl_cpu, 0), "engine");
     check(a.dnnl_stream_create(&m.stream, m.engine, dnnl_stream_default_flags), "stream");
-    const auto &x = c.tensors[0].shape, &w = c.tensors[1].shape, &y = c.tensors[3].shape;
+    const looptool::ConvRoles &r = conv->roles;
+    m.tensor[0] = r.pad_stmt >= 0 ? r.input : r.x;
+    m.tensor[1] = r.w;
+    m.tensor[2] = r.out;
+    const auto &x = c.tensors[size_t(m.tensor[0])].shape, &w = c.tensors[size_t(r.w)].shape,
+               &y = c.tensors[size_t(r.out)].shape;
     const dnnl_dims_t xd = {x[0], x[1], x[2], x[3]}, wd = {w[0], w[1], w[2], w[3]},
                       yd = {y[0], y[1], y[2], y[3]};
     check(a.dnnl_memory_desc_init_by_tag(&m.user_md[0], 4, xd, dnnl_f32, dnnl_nchw), "src desc");
@@ -188,7 +192,7 @@ OnednnConv::OnednnConv(const looptool::Computation &c, ConvLayout layout)
                                                  dnnl_f32, dnnl_format_tag_any),
                   "any desc");
     }
-    const dnnl_dims_t strides = {1, 1}, padding = {0, 0};
+    const dnnl_dims_t strides = {conv->stride, conv->stride}, padding = {conv->pad, conv->pad};
     dnnl_convolution_desc_t desc;
     check(a.dnnl_convolution_forward_desc_init(&desc, dnnl_forward_inference,
                                                dnnl_convolution_direct, &conv_md[0], &conv_md[1],
@@ -207,8 +211,8 @@ void OnednnConv::bind(looptool::Buffers &b) {
     onednn_set_threads();
     LT_CHECK(!m.bound, "OnednnConv::bind called twice");
     std::vector<float *> p = b.pointers();
-    LT_CHECK(p.size() == 4, "conv2d buffers are X, W, T, Y");
-    float *user[3] = {p[0], p[1], p[3]};
+    LT_CHECK(p.size() == b.data.size() && int(p.size()) > m.tensor[2], "conv2d buffers");
+    float *user[3] = {p[size_t(m.tensor[0])], p[size_t(m.tensor[1])], p[size_t(m.tensor[2])]};
     if (m.layout == ConvLayout::Plain) {
         for (int i = 0; i < 3; ++i)
             check(a.dnnl_memory_create(&m.mem[i], &m.user_md[i], m.engine, user[i]), "memory");

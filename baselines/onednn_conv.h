@@ -24,21 +24,22 @@ enum class ConvLayout { Plain, Best };
 /// "onednn-conv-plain" or "onednn-conv-best", the compare method names.
 const char *conv_method_name(ConvLayout layout);
 
-/// True when `c` is exactly make_conv2d of its own sizes (what oneDNN can run for it).
+/// True when `c` is a conv2d (looptool::conv_params: any form, one stride and one padding for
+/// rows and columns), which oneDNN runs on our buffers with the same stride and padding.
 bool is_conv2d(const looptool::Computation &c);
 
 /// One oneDNN convolution primitive for one make_conv2d computation and its buffers.
 class OnednnConv {
 public:
     /// Loads oneDNN (load_onednn) and creates the primitive for `c` in `layout`; throws
-    /// looptool::Error if `c` is not a make_conv2d computation or oneDNN refuses it.
+    /// looptool::Error if `c` is not a conv2d (is_conv2d) or oneDNN refuses it.
     OnednnConv(const looptool::Computation &c, ConvLayout layout);
     ~OnednnConv();
     OnednnConv(const OnednnConv &) = delete;
     OnednnConv &operator=(const OnednnConv &) = delete;
 
-    /// Binds make_conv2d's buffers (X, W, T, Y); for Best, reorders X and W into oneDNN's
-    /// layouts (not timed). The inputs must not change afterwards.
+    /// Binds the computation's buffers (its X, W and Y are read and written); for Best, reorders X
+    /// and W into oneDNN's layouts (not timed). The inputs must not change afterwards.
     void bind(looptool::Buffers &b);
     /// The convolution alone, on the bound buffers (Best: into oneDNN's own Y).
     void run();

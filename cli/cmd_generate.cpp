@@ -18,6 +18,7 @@ struct GenerateOptions {
     std::string kind = "mm", dim_a, dim_b, batch, out;
     RandomShapeSpec random;
     int random_count = 0;
+    int64_t stride = 1, pad = 0;
     bool json = false;
 };
 
@@ -43,7 +44,7 @@ Run add_generate(CLI::App &app) {
     auto o = std::make_shared<GenerateOptions>();
     cmd->add_option("--kind", o->kind,
                     "Computation kind: mm (matmul), bmm (batched matmul: --dimA and --dimB as mm, "
-                    "--batch), conv (conv2d, stride 1, no padding), softmax or layernorm (over "
+                    "--batch), conv (conv2d; --stride, --pad), softmax or layernorm (over "
                     "each row of a ROWS x COLS input: --dimA ROWS_RANGE,COLS_RANGE), gelu or "
                     "gelu-tanh (elementwise, the erf or tanh form; --dimA as softmax)")
         ->check(CLI::IsMember({"mm", "bmm", "conv", "softmax", "layernorm", "gelu", "gelu-tanh"}))
@@ -54,6 +55,12 @@ Run add_generate(CLI::App &app) {
                         "images without W_RANGE). Ranges: a:b:c, a:b, a|b|c or n");
     auto *dim_b = cmd->add_option("--dimB", o->dim_b,
                                   "mm: K_RANGE,N_RANGE; conv: M_RANGE,C_RANGE,KH_RANGE,KW_RANGE");
+    auto *stride = cmd->add_option("--stride", o->stride, "conv: the stride (rows and columns)")
+                       ->capture_default_str();
+    auto *pad = cmd->add_option("--pad", o->pad,
+                                "conv: zero padding on each side of the image (below the kernel; "
+                                "1 for a 3x3 conv keeps the image's size at stride 1)")
+                    ->capture_default_str();
     cmd->add_option("--batch", o->batch, "bmm: B_RANGE, the batch sizes (e.g. attention's heads)");
     auto *random = cmd->add_option(
         "--random", o->random_count,
@@ -71,7 +78,9 @@ Run add_generate(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--out", o->out, "Output directory")->required();
     cmd->add_flag("--json", o->json, "Machine-readable output");
-    return [o, random, dim_a, dim_b] {
+    return [o, random, dim_a, dim_b, stride, pad] {
+        if (o->kind != "conv" && (stride->count() > 0 || pad->count() > 0))
+            throw Error("generate: --stride and --pad are for --kind conv");
         std::vector<MatmulShape> shapes;
         std::map<std::string, std::string> family;
         std::vector<std::string> paths;
@@ -89,7 +98,7 @@ Run add_generate(CLI::App &app) {
                 throw Error(
                     "generate --kind conv: give --dimA N,C,H[,W] and --dimB M,C,KH,KW (range "
                     "syntax)");
-            paths = write_conv_dataset(conv_shapes(o->dim_a, o->dim_b), o->out);
+            paths = write_conv_dataset(conv_shapes(o->dim_a, o->dim_b, o->stride, o->pad), o->out);
         } else if (random->count() > 0) {
             if (dim_a->count() > 0 || dim_b->count() > 0)
                 throw Error("generate: --random excludes --dimA and --dimB (one spec per dataset)");

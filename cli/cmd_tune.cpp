@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 
@@ -24,9 +25,10 @@ namespace looptool::cli {
 namespace {
 
 /// The numbers of a shape option ("64,128,256"): `count` positive extents, or `count` plus
-/// the optional ones; throws Error naming the option otherwise.
+/// the optional ones (the one at `zero_at` may be 0: a conv's padding); throws Error naming the
+/// option otherwise.
 std::vector<int64_t> shape_numbers(const std::string &option, const std::string &text, size_t count,
-                                   size_t optional = 0) {
+                                   size_t optional = 0, size_t zero_at = SIZE_MAX) {
     std::vector<int64_t> out;
     for (const std::string &item : split_list(text)) {
         size_t used = 0;
@@ -36,9 +38,10 @@ std::vector<int64_t> shape_numbers(const std::string &option, const std::string 
         } catch (const std::exception &) {
             used = 0;
         }
-        if (used != item.size() || v < 1 || v > kMaxExtent)
-            throw Error(fmt::format("{} {}: '{}' is not an extent in [1, {}]", option, text, item,
-                                    kMaxExtent));
+        const int64_t low = out.size() == zero_at ? 0 : 1;
+        if (used != item.size() || v < low || v > kMaxExtent)
+            throw Error(fmt::format("{} {}: '{}' is not {} in [{}, {}]", option, text, item,
+                                    low ? "an extent" : "a padding", low, kMaxExtent));
         out.push_back(v);
     }
     if (out.size() < count || out.size() > count + optional)
@@ -63,14 +66,14 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
         out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
     // Built here: a shape that cannot be expressed fails the whole command, before any tuning.
     auto add = [&](const std::string &option, const std::string &kind, const std::string &s,
-                   size_t count, size_t optional) {
-        const Computation c =
-            computation_of_shape(option + " " + s, kind, shape_numbers(option, s, count, optional));
+                   size_t count, size_t optional, size_t zero_at = SIZE_MAX) {
+        const Computation c = computation_of_shape(
+            option + " " + s, kind, shape_numbers(option, s, count, optional, zero_at));
         out.push_back({s, [c] { return Program::naive(std::make_shared<const Computation>(c)); }});
     };
     for (const std::string &s : matmuls) add("--matmul", "matmul", s, 3, 0);
     for (const std::string &s : bmms) add("--bmm", "bmm", s, 4, 0);
-    for (const std::string &s : convs) add("--conv", "conv", s, 7, 2);
+    for (const std::string &s : convs) add("--conv", "conv", s, 7, 2, 8);
     if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul, --bmm or --conv)");
     return out;
 }
@@ -122,7 +125,7 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
     cmd->add_option("--conv", o.convs,
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW[,STRIDE[,PAD]] (images, input "
                     "channels, input rows and columns, output channels, kernel rows and columns; "
-                    "stride 1 unless given; no padding; repeatable)");
+                    "stride 1 and no padding unless given; PAD zeros on each side; repeatable)");
     cmd->add_option("--policy", o.policy,
                     "Policy file (default: the shipped policies/default.policy)");
     cmd->add_option("--store", o.store, "SQLite measurement store");

@@ -141,39 +141,60 @@ int lt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, const float *B, fl
     return LT_OK;
 }
 
+/* One image's im2col: col[(ci KH + kh) KW + kw][ho WO + wo] = X[ci][ho S + kh - P][wo S + kw - P],
+   zero outside the image. */
+static void lt_im2col(const float *X, int64_t CI, int64_t H, int64_t W, int64_t KH, int64_t KW,
+                      int64_t S, int64_t P, int64_t HO, int64_t WO, float *col) {
+    for (int64_t ci = 0; ci < CI; ++ci)
+        for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                float *dst = col + ((ci * KH + kh) * KW + kw) * HO * WO;
+                for (int64_t ho = 0; ho < HO; ++ho) {
+                    float *d = dst + ho * WO;
+                    const int64_t hi = ho * S + kh - P;
+                    if (hi < 0 || hi >= H) {
+                        memset(d, 0, (size_t)WO * 4u);
+                        continue;
+                    }
+                    const float *src = X + (ci * H + hi) * W;
+                    for (int64_t wo = 0; wo < WO; ++wo) {
+                        const int64_t wi = wo * S + kw - P;
+                        d[wo] = wi >= 0 && wi < W ? src[wi] : 0.0f;
+                    }
+                }
+            }
+}
+
 /* Any other conv: per image, im2col (CI*KH*KW x HO*WO) and W (CO x CI*KH*KW) through
    lt_sgemm. */
 static int lt_sconv2d_im2col(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO,
-                             int64_t KH, int64_t KW, const float *X, const float *Wt, float *Y) {
-    const int64_t HO = H - KH + 1, WO = W - KW + 1, rows = CI * KH * KW, cols = HO * WO;
+                             int64_t KH, int64_t KW, int64_t S, int64_t P, int64_t HO,
+                             int64_t WO, const float *X, const float *Wt, float *Y) {
+    const int64_t rows = CI * KH * KW, cols = HO * WO;
     int64_t n_col;
     if (lt_mul(rows, cols, &n_col)) return LT_ENOMEM;
     float *col = lt_alloc(n_col);
     int rc = LT_OK;
     if (!col) return LT_ENOMEM;
     for (int64_t n = 0; n < N && rc == LT_OK; ++n) {
-        for (int64_t ci = 0; ci < CI; ++ci)
-            for (int64_t kh = 0; kh < KH; ++kh)
-                for (int64_t kw = 0; kw < KW; ++kw) {
-                    float *dst = col + ((ci * KH + kh) * KW + kw) * cols;
-                    for (int64_t ho = 0; ho < HO; ++ho)
-                        memcpy(dst + ho * WO, X + ((n * CI + ci) * H + ho + kh) * W + kw,
-                               (size_t)WO * 4u);
-                }
+        lt_im2col(X + n * CI * H * W, CI, H, W, KH, KW, S, P, HO, WO, col);
         rc = lt_sgemm(CO, cols, rows, Wt, col, Y + n * CO * cols);
     }
     free(col);
     return rc;
 }
 
-int lt_sconv2d(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW,
-               const float *X, const float *Wt, float *Y) {
+int lt_sconv2d_ex(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH,
+                  int64_t KW, int64_t S, int64_t P, const float *X, const float *Wt, float *Y) {
     int64_t nx, nw, ny, t;
-    if (N < 0 || CI < 0 || CO < 0 || KH < 1 || KW < 1 || H < KH || W < KW) return LT_EINVAL;
+    if (N < 0 || CI < 0 || CO < 0 || KH < 1 || KW < 1 || S < 1 || P < 0) return LT_EINVAL;
+    if (H > LT_MAX_ELEMS || W > LT_MAX_ELEMS || S > LT_MAX_ELEMS || P > LT_MAX_ELEMS)
+        return LT_EINVAL;
+    if (H + 2 * P < KH || W + 2 * P < KW) return LT_EINVAL;
+    const int64_t HO = (H + 2 * P - KH) / S + 1, WO = (W + 2 * P - KW) / S + 1;
     if (lt_mul(N, CI, &t) || lt_mul(t, H, &t) || lt_mul(t, W, &nx)) return LT_EINVAL;
     if (lt_mul(CO, CI, &t) || lt_mul(t, KH, &t) || lt_mul(t, KW, &nw)) return LT_EINVAL;
-    if (lt_mul(N, CO, &t) || lt_mul(t, H - KH + 1, &t) || lt_mul(t, W - KW + 1, &ny))
-        return LT_EINVAL;
+    if (lt_mul(N, CO, &t) || lt_mul(t, HO, &t) || lt_mul(t, WO, &ny)) return LT_EINVAL;
     if ((nx && !X) || (nw && !Wt) || (ny && !Y)) return LT_EINVAL;
     if (lt_overlap(X, nx, Y, ny) || lt_overlap(Wt, nw, Y, ny)) return LT_EINVAL;
     if (ny == 0) return LT_OK;
@@ -183,9 +204,15 @@ int lt_sconv2d(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t 
     }
     for (const struct lt_conv *e = lt_conv_table; e->fn; ++e)
         if (e->n == N && e->ci == CI && e->h == H && e->w == W && e->co == CO && e->kh == KH &&
-            e->kw == KW)
+            e->kw == KW && e->stride == S && e->pad == P)
             return lt_call(e->fn, X, nx, Wt, nw, Y, ny);
-    return lt_sconv2d_im2col(N, CI, H, W, CO, KH, KW, X, Wt, Y);
+    return lt_sconv2d_im2col(N, CI, H, W, CO, KH, KW, S, P, HO, WO, X, Wt, Y);
+}
+
+int lt_sconv2d(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW,
+               const float *X, const float *Wt, float *Y) {
+    if (H < KH || W < KW) return LT_EINVAL;
+    return lt_sconv2d_ex(N, CI, H, W, CO, KH, KW, 1, 0, X, Wt, Y);
 }
 )";
 
@@ -228,12 +255,14 @@ std::string library_header(const std::vector<DispatchKernel> &kernels, const std
    at most doubles the work, else computed by plain loops (tiny or skinny shapes). Correct for
    every M, N, K >= 0 (K = 0 gives C = 0).
    lt_sconv2d: Y[N][CO][H-KH+1][W-KW+1] = X[N][CI][H][W] (*) Wt[CO][CI][KH][KW], NCHW and
-   OIHW, stride 1, no padding. The tuned kernel of that shape, else im2col and lt_sgemm.
+   OIHW, stride 1, no padding. lt_sconv2d_ex: stride S >= 1 along rows and columns, X padded
+   with P >= 0 zeros on each side; Y[N][CO][(H+2P-KH)/S+1][(W+2P-KW)/S+1]. The tuned kernel of
+   that shape, stride and padding, else im2col and lt_sgemm.
    Pointers: any alignment; a tuned kernel takes every {align}-byte aligned pointer as it is
    (float arrays are), any other is copied into an aligned buffer first. NULL only with no
    elements; the output must not overlap an input.
    Return: LT_OK, or LT_EINVAL (negative or overflowing sizes, a NULL pointer with elements,
-   overlap, KH or KW < 1 or larger than the image), or LT_ENOMEM.
+   overlap, KH or KW < 1 or larger than the (padded) image, S < 1, P < 0), or LT_ENOMEM.
 
    Each kernel also under its own name: exactly its shape, every pointer {align}-byte aligned,
    no overlap, no checks. */
@@ -253,6 +282,8 @@ extern "C" {{
 int lt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C);
 int lt_sconv2d(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW,
                const float *X, const float *Wt, float *Y);
+int lt_sconv2d_ex(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64_t KH, int64_t KW,
+                  int64_t S, int64_t P, const float *X, const float *Wt, float *Y);
 /* The manifest (looptune_kernels.json) as a JSON string. */
 const char *lt_library_info(void);
 
@@ -276,6 +307,8 @@ std::string dispatch_source(const std::vector<DispatchKernel> &kernels,
         if (k.kind == "matmul" && k.shape.size() == 3)
             mm += fmt::format("    {{{}, {}}},\n", join_shape(k.shape, ", "), k.function);
         else if (k.kind == "conv2d" && k.shape.size() == 7)
+            conv += fmt::format("    {{{}, 1, 0, {}}},\n", join_shape(k.shape, ", "), k.function);
+        else if (k.kind == "conv2d" && k.shape.size() == 9)
             conv += fmt::format("    {{{}, {}}},\n", join_shape(k.shape, ", "), k.function);
     }
     return fmt::format(
@@ -293,13 +326,13 @@ struct lt_mm {{
     lt_fn fn;
 }};
 struct lt_conv {{
-    int64_t n, ci, h, w, co, kh, kw;
+    int64_t n, ci, h, w, co, kh, kw, stride, pad;
     lt_fn fn;
 }};
 static const struct lt_mm lt_mm_table[] = {{
 {mm}    {{0, 0, 0, NULL}}}};
 static const struct lt_conv lt_conv_table[] = {{
-{conv}    {{0, 0, 0, 0, 0, 0, 0, NULL}}}};
+{conv}    {{0, 0, 0, 0, 0, 0, 0, 0, 0, NULL}}}};
 
 #define LT_BM ((int64_t){bm})
 #define LT_BN ((int64_t){bn})

@@ -10,14 +10,15 @@
 namespace looptune {
 
 struct DispatchKernel {
-    std::string function;        ///< C function name
-    std::string kind;            ///< "matmul", "conv2d" or "" (its own name only)
-    std::vector<int64_t> shape;  ///< matmul: M, N, K; conv2d: N, CI, H, W, CO, KH, KW
-    std::string params;          ///< the C parameter list, e.g. "const float *A, ..."
-    std::string comment;         ///< one line for the header
+    std::string function;  ///< C function name
+    std::string kind;      ///< "matmul", "conv2d" or "" (its own name only)
+    /// matmul: M, N, K; conv2d: N, CI, H, W, CO, KH, KW[, STRIDE, PAD]
+    std::vector<int64_t> shape;
+    std::string params;   ///< the C parameter list, e.g. "const float *A, ..."
+    std::string comment;  ///< one line for the header
 };
 
-/// looptune_kernels.h: the contract, lt_sgemm, lt_sconv2d, lt_library_info and every kernel
+/// looptune_kernels.h: the contract, lt_sgemm, lt_sconv2d(_ex), lt_library_info and every kernel
 /// under its own name. `align`: the bytes the kernels' pointers must be aligned to.
 std::string library_header(const std::vector<DispatchKernel> &kernels, const std::string &machine,
                            const std::string &cpu, const std::string &triple,

@@ -33,9 +33,13 @@ constexpr const char *kBlockFunction = "lt_block_sgemm";
 /// The element counts of a kind's inputs (in order) and output, as the dispatch passes them.
 std::vector<int64_t> expected_elements(const std::string &kind, const std::vector<int64_t> &s) {
     if (kind == "matmul" && s.size() == 3) return {s[0] * s[2], s[2] * s[1], s[0] * s[1]};
-    if (kind == "conv2d" && s.size() == 7)
+    if (kind == "conv2d" && (s.size() == 7 || s.size() == 9)) {
+        const int64_t stride = s.size() == 9 ? s[7] : 1, pad = s.size() == 9 ? s[8] : 0;
+        if (stride < 1 || pad < 0) return {};
         return {s[0] * s[1] * s[2] * s[3], s[4] * s[1] * s[5] * s[6],
-                s[0] * s[4] * (s[2] - s[5] + 1) * (s[3] - s[6] + 1)};
+                s[0] * s[4] * ((s[2] + 2 * pad - s[5]) / stride + 1) *
+                    ((s[3] + 2 * pad - s[6]) / stride + 1)};
+    }
     return {};
 }
 
@@ -164,7 +168,8 @@ KernelLibrary build_kernel_library(const std::vector<LibraryEntry> &entries,
     lib.block = block_kernel_entry(entries, options.block, lib.block_source);
     Staging st(options.out);
     Compiled compiled;
-    std::set<std::string> used = {"lt_sgemm", "lt_sconv2d", "lt_library_info", kBlockFunction};
+    std::set<std::string> used = {"lt_sgemm", "lt_sconv2d", "lt_sconv2d_ex", "lt_library_info",
+                                  kBlockFunction};
     for (const LibraryEntry &e : entries) {
         const std::string base = "lt_" + looptool::c_identifier(e.name);
         std::string function = base;

@@ -157,9 +157,12 @@ std::string ConvTileSchedule::name() const {
 
 namespace {
 
-// The vars of a conv2d by role: T[n, m, ho, wo] += X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw].
+// The vars of a conv2d by role: T[n, m, ho, wo] += X[n, c, s ho + kh, s wo + kw] * W[m, c, kh, kw],
+// and the nest that computes it: 0, or 1 after a padding nest P[n, c, h + p, w + p] += In[n, c,
+// h, w] (variables h and w, else -1).
 struct ConvVars {
     int n = -1, m = -1, ho = -1, wo = -1, c = -1, kh = -1, kw = -1;
+    int nest = 0, h = -1, w = -1;
 };
 
 // The var an index expression is, alone (coefficient 1, no offset), or -1.
@@ -167,32 +170,18 @@ int single_var(const looptool::Affine &a) {
     return a.terms.size() == 1 && a.terms[0].coef == 1 && a.offset == 0 ? a.terms[0].var : -1;
 }
 
+// A conv2d with its temporary and copy (the tile's compute and write nests), X the product's
+// first operand, a padding statement over n and c themselves.
 std::optional<ConvVars> conv_vars(const looptool::Computation &c) {
-    using looptool::OpKind;
-    if (c.stmts.size() != 2 || c.stmts[0].reduce != looptool::ReduceKind::Sum) return {};
-    const looptool::Expr &e = c.stmts[0].value;
-    if (e.op != OpKind::Mul || e.args.size() != 2 || e.args[0].op != OpKind::Read ||
-        e.args[1].op != OpKind::Read)
-        return {};
-    const auto &out = c.stmts[0].out.index, &w = e.args[1].access.index,
-               &x = e.args[0].access.index;
-    if (out.size() != 4 || w.size() != 4 || x.size() != 4) return {};
-    ConvVars v{single_var(out[0]), single_var(out[1]), single_var(out[2]), single_var(out[3]),
-               single_var(w[1]),   single_var(w[2]),   single_var(w[3])};
-    // X[n, c, s ho + kh, s wo + kw] (stride s >= 1)
-    auto is_sum = [](const looptool::Affine &a, int p, int q) {
-        if (a.terms.size() != 2 || a.offset != 0) return false;
-        for (int i = 0; i < 2; ++i) {
-            const auto &out = a.terms[size_t(i)], &kernel = a.terms[size_t(1 - i)];
-            if (out.var == p && kernel.var == q && out.coef >= 1 && kernel.coef == 1) return true;
-        }
-        return false;
-    };
-    if (std::min({v.n, v.m, v.ho, v.wo, v.c, v.kh, v.kw}) < 0 || single_var(w[0]) != v.m ||
-        single_var(x[0]) != v.n || single_var(x[1]) != v.c || !is_sum(x[2], v.ho, v.kh) ||
-        !is_sum(x[3], v.wo, v.kw))
-        return {};
-    return v;
+    const auto r = looptool::conv_roles(c);
+    if (!r || r->temp < 0) return {};
+    const int first = r->pad_stmt >= 0 ? 1 : 0;
+    if (c.stmts[size_t(first)].value.args[0].access.tensor != r->x) return {};
+    if (first) {
+        const auto &in = c.stmts[0].value.access.index;
+        if (single_var(in[0]) != r->n || single_var(in[1]) != r->c) return {};
+    }
+    return ConvVars{r->n, r->m, r->ho, r->wo, r->c, r->kh, r->kw, first, r->h, r->wv};
 }
 
 }  // namespace
@@ -268,13 +257,14 @@ std::vector<LoopId> conv_tile_order(const ConvVars &v, const ConvTileSchedule &s
     return order;
 }
 
-// Moves each loop up to its place, outermost first (loops of one var keep their order).
-void move_into_order(Builder &b, const std::vector<LoopId> &order) {
+// Moves each loop of nest `nest` up to its place, outermost first (loops of one var keep their
+// order).
+void move_into_order(Builder &b, int nest, const std::vector<LoopId> &order) {
     for (size_t i = 0; i < order.size(); ++i) {
-        int d = b.depth_of(0, order[i].var, order[i].level);
+        int d = b.depth_of(nest, order[i].var, order[i].level);
         LT_CHECK(d >= int(i), "conv tile order: target loop above its place");
         if (d == int(i)) continue;
-        b.go(b.flat(0, d));
+        b.go(b.flat(nest, d));
         for (; d > int(i); --d) b.act(Action::SwapUp);
     }
 }
@@ -282,13 +272,22 @@ void move_into_order(Builder &b, const std::vector<LoopId> &order) {
 // The write nest (naive order n, ho, wo, m): m moved out to depth 1 so the contiguous wo is
 // innermost, then 16 columns at a time.
 void vectorize_conv_write(Builder &b, const ConvVars &v) {
-    for (int d = b.depth_of(1, v.m, 0); d > 1; --d) {
-        b.go(b.flat(1, d));
+    const int nest = v.nest + 1;
+    for (int d = b.depth_of(nest, v.m, 0); d > 1; --d) {
+        b.go(b.flat(nest, d));
         b.act(Action::SwapUp);
     }
     const int wvar = v.wo;
-    const bool wn = b.split(1, wvar, 16, b.comp().vars[size_t(wvar)].extent);
-    b.go(b.flat(1, b.depth_of(1, wvar, wn ? 1 : 0)));
+    const bool wn = b.split(nest, wvar, 16, b.comp().vars[size_t(wvar)].extent);
+    b.go(b.flat(nest, b.depth_of(nest, wvar, wn ? 1 : 0)));
+    b.act(Action::Vectorize);
+}
+
+// The padding nest (n, c, h, w: w contiguous in the input and the padded copy), 16 columns at a
+// time: its copy then runs at about the speed of memory.
+void vectorize_padding(Builder &b, const ConvVars &v) {
+    const bool wn = b.split(0, v.w, 16, b.comp().vars[size_t(v.w)].extent);
+    b.go(b.flat(0, b.depth_of(0, v.w, wn ? 1 : 0)));
     b.act(Action::Vectorize);
 }
 
@@ -326,42 +325,45 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     auto v = conv_vars(c);
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
     Builder b(c);
+    if (v->nest > 0) vectorize_padding(b, *v);
+    const int cn = v->nest;  // the compute nest
     if (s.flat) {
         // ho and wo become one var (wo's role from now on; flatten keeps ho's id and drops
         // wo's); illegal, so an Error, unless kh and kw are 1 and ho sits right above wo.
-        b.go(b.flat(0, b.depth_of(0, v->ho, 0)));
+        b.go(b.flat(cn, b.depth_of(cn, v->ho, 0)));
         b.act(Action::Flatten);
         auto var = [w = v->wo](int x) { return x > w ? x - 1 : x; };
-        *v = {var(v->n), var(v->m), -1, var(v->ho), var(v->c), var(v->kh), var(v->kw)};
+        *v = {var(v->n),  var(v->m),  -1,      var(v->ho), var(v->c),
+              var(v->kh), var(v->kw), v->nest, var(v->h),  var(v->w)};
     }
     auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
     ConvSplits split;
-    split.m = b.split(0, v->m, s.tm, extent(v->m));
-    split.wo = b.split(0, v->wo, s.tw, extent(v->wo));
-    split.ho = s.vector_m && s.th > 1 && b.split(0, v->ho, s.th, extent(v->ho));
+    split.m = b.split(cn, v->m, s.tm, extent(v->m));
+    split.wo = b.split(cn, v->wo, s.tw, extent(v->wo));
+    split.ho = s.vector_m && s.th > 1 && b.split(cn, v->ho, s.th, extent(v->ho));
     if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
-    split.c = s.cb > 0 && b.split(0, v->c, s.cb, extent(v->c));
+    split.c = s.cb > 0 && b.split(cn, v->c, s.cb, extent(v->c));
     if (s.cb > 0 && !split.c)  // the same schedule as the member without blocks
         throw looptool::Error(
             fmt::format("blocks of {} cover all {} input channels", s.cb, extent(v->c)));
-    move_into_order(b, conv_tile_order(*v, s, split));
+    move_into_order(b, cn, conv_tile_order(*v, s, split));
     const LoopId m_i{v->m, split.m ? 1 : 0}, wo_i{v->wo, split.wo ? 1 : 0};
-    const int du = s.vector_m ? b.depth_of(0, v->wo, wo_i.level) : b.depth_of(0, v->m, m_i.level);
-    if (b.loop(0, du).size > 1) {
-        b.go(b.flat(0, du));
+    const int du = s.vector_m ? b.depth_of(cn, v->wo, wo_i.level) : b.depth_of(cn, v->m, m_i.level);
+    if (b.loop(cn, du).size > 1) {
+        b.go(b.flat(cn, du));
         b.act(Action::Unroll);
     }
     if (split.ho) {  // th output rows too: each weight vector feeds th * tw FMAs
-        b.go(b.flat(0, b.depth_of(0, v->ho, 1)));
+        b.go(b.flat(cn, b.depth_of(cn, v->ho, 1)));
         b.act(Action::Unroll);
     }
     const LoopId vec = s.vector_m ? m_i : wo_i;
-    b.go(b.flat(0, b.depth_of(0, vec.var, vec.level)));
+    b.go(b.flat(cn, b.depth_of(cn, vec.var, vec.level)));
     b.act(Action::Vectorize);
     vectorize_conv_write(b, *v);
     // W packed under the output rows (or, flat, under the fused rows and columns).
     if (s.pack || s.vector_m) {
-        b.go(b.flat(0, b.depth_of(0, v->ho >= 0 ? v->ho : v->wo, 0)));
+        b.go(b.flat(cn, b.depth_of(cn, v->ho >= 0 ? v->ho : v->wo, 0)));
         b.act(Action::Pack);
     }
     return b.take();

@@ -271,7 +271,7 @@ TEST(CanonicalForm, ComputationsByShape) {
              {"matmul", {2, 3}},
              {"bmm", {2, 3, 4}},
              {"conv", {1, 2, 9, 9, 4, 3}},
-             {"conv", {1, 2, 9, 9, 4, 3, 3, 1, 1}},
+             {"conv", {1, 2, 9, 9, 4, 3, 3, 1, 3}},
              {"matmul", {2, 0, 4}},
              {"gemm", {2, 3, 4}}})
         EXPECT_THROW(computation_of_shape("t", kind, d), Error) << kind << " " << d.size();

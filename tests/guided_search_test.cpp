@@ -13,6 +13,7 @@
 #include <set>
 
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
@@ -431,21 +432,39 @@ TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
 
 TEST(GuidedSearchCli, TuneTakesAShapeInsteadOfAFile) {
     TempDir dir("guidedshape");
-    auto r =
-        tests::run_cli(dir, "tune --matmul 48,64,32 --conv 1,8,10,10,16,3,3 --budget-s 0.2 --json");
+    auto r = tests::run_cli(dir,
+                            "tune --matmul 48,64,32 --conv 1,8,10,10,16,3,3 --conv "
+                            "1,8,10,10,16,3,3,2,1 --budget-s 0.2 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.size(), 2u) << r.out;
+    ASSERT_EQ(j.size(), 3u) << r.out;
     EXPECT_EQ(j[0]["benchmark"], "mm48_64_32");
     EXPECT_GE(j[0]["gflops"].get<double>(), j[0]["base_gflops"].get<double>());
     EXPECT_GT(j[1]["gflops"].get<double>(), 0);
-    for (const char *bad :
-         {"--matmul 48,64", "--matmul 48,64,0", "--matmul 48,x,2", "--conv 1,8,10,10,16,3",
-          "--conv 1,8,10,10,16,3,3,2,1", "--conv 1,8,10,10,16,3,3,0", ""}) {
+    EXPECT_EQ(j[2]["benchmark"], "conv1_8_10_10__16_8_3_3_s2_p1");
+    EXPECT_GT(j[2]["gflops"].get<double>(), j[2]["base_gflops"].get<double>());
+    for (const char *bad : {"--matmul 48,64", "--matmul 48,64,0", "--matmul 48,x,2",
+                            "--conv 1,8,10,10,16,3", "--conv 1,8,10,10,16,3,3,0",
+                            "--conv 1,8,10,10,16,3,3,1,3", "--conv 1,8,10,10,16,3,3,1,-1",
+                            "--conv 1,8,10,10,16,3,3,1,1,1", "--conv 1,8,1,1,16,5,5,1,1", ""}) {
         r = tests::run_cli(dir, std::string("tune ") + bad);
         EXPECT_EQ(r.exit_code, 1) << bad;
         EXPECT_NE(r.err.find("error:"), std::string::npos) << bad << ": " << r.err;
     }
+    r = tests::run_cli(dir, "tune --conv 1,8,10,10,16,3,3,1,3");
+    EXPECT_NE(r.err.find("padding 3 is not in [0, 2]"), std::string::npos) << r.err;
+    r = tests::run_cli(dir, "generate --kind conv --dimA 1,8,10 --dimB 16,8,3,3 --pad 3 --out g");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: conv1_8_10_10__16_8_3_3_p3: padding 3 is not below the kernel"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path / "g" / "conv1_8_10_10__16_8_3_3_p3"));
+    r = tests::run_cli(dir,
+                       "generate --kind conv --dimA 1,8,10 --dimB 16,8,3,3 --pad 1 "
+                       "--stride 2 --out g");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(load_program_file((dir.path / "g" / "conv1_8_10_10__16_8_3_3_s2_p1").string())
+                    .computation() == make_padded_conv2d(1, 8, 10, 10, 16, 3, 3, 2, 1));
 }
 
 TEST(GuidedSearchCli, TuneTakesABudgetOrGreedyAndRefusesBadOnes) {

@@ -16,6 +16,7 @@
 #include "looptool/check/interpreter.h"
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
 #include "search/tile_schedules.h"
@@ -33,6 +34,8 @@ namespace tests = looptool::tests;
 using SgemmFn = int (*)(int64_t, int64_t, int64_t, const float *, const float *, float *);
 using ConvFn = int (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, const float *,
                        const float *, float *);
+using ConvExFn = int (*)(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, const float *, const float *, float *);
 using KernelFn3 = void (*)(const float *, const float *, float *);
 
 LibraryEntry entry(const Program &p, const std::string &kind, std::vector<int64_t> shape) {
@@ -48,7 +51,8 @@ LibraryEntry entry(const Program &p, const std::string &kind, std::vector<int64_
     return e;
 }
 
-/// A tiled and a naive matmul, an odd-shaped one, a tiled conv and a naive conv.
+/// A tiled and a naive matmul, an odd-shaped one, a tiled conv, a naive conv and a tiled padded
+/// conv of stride 2.
 std::vector<LibraryEntry> test_entries() {
     std::vector<LibraryEntry> out;
     auto mm = std::make_shared<Computation>(looptool::make_matmul(64, 64, 64, "mm64_64_64"));
@@ -64,6 +68,12 @@ std::vector<LibraryEntry> test_entries() {
     out.push_back(entry(pc, "conv2d", {1, 8, 10, 36, 16, 3, 3}));
     auto cv2 = std::make_shared<Computation>(looptool::make_conv2d(2, 3, 7, 9, 5, 2, 4, "convB"));
     out.push_back(entry(Program::naive(cv2), "conv2d", {2, 3, 7, 9, 5, 2, 4}));
+    auto cv3 = std::make_shared<Computation>(
+        looptool::make_padded_conv2d(1, 4, 9, 20, 16, 3, 3, 2, 1, "convC"));
+    Program p3 = Program::naive(cv3);
+    for (looptool::Action a : conv_tile_actions(*cv3, ConvTileSchedule{8, 16, "hm"}))
+        p3 = looptool::apply(p3, a);
+    out.push_back(entry(p3, "conv2d", {1, 4, 9, 20, 16, 3, 3, 2, 1}));
     return out;
 }
 
@@ -80,6 +90,7 @@ protected:
         ASSERT_TRUE(handle_) << dlerror();
         sgemm_ = reinterpret_cast<SgemmFn>(dlsym(handle_, "lt_sgemm"));
         conv_ = reinterpret_cast<ConvFn>(dlsym(handle_, "lt_sconv2d"));
+        conv_ex_ = reinterpret_cast<ConvExFn>(dlsym(handle_, "lt_sconv2d_ex"));
     }
     static void TearDownTestSuite() {
         if (handle_) dlclose(handle_);
@@ -91,12 +102,14 @@ protected:
     static void *handle_;
     static SgemmFn sgemm_;
     static ConvFn conv_;
+    static ConvExFn conv_ex_;
 };
 TempDir *KernelLibraryTest::dir_ = nullptr;
 KernelLibrary *KernelLibraryTest::lib_ = nullptr;
 void *KernelLibraryTest::handle_ = nullptr;
 SgemmFn KernelLibraryTest::sgemm_ = nullptr;
 ConvFn KernelLibraryTest::conv_ = nullptr;
+ConvExFn KernelLibraryTest::conv_ex_ = nullptr;
 
 /// Runs `call` on c's inputs (copied `offset` floats past a 64-byte boundary) into an output
 /// at the same offset, checks the return code is 0 and compares with the reference.
@@ -200,10 +213,38 @@ TEST_F(KernelLibraryTest, ConvTunedAndUnseenShapes) {
         }
 }
 
+// Strides and padding: the tuned padded kernel by its shape, others through im2col (the zeros
+// around the image included), each against make_padded_conv2d's reference.
+TEST_F(KernelLibraryTest, StridedAndPaddedConvs) {
+    ASSERT_TRUE(conv_ex_);
+    const std::array<int64_t, 9> shapes[] = {{1, 4, 9, 20, 16, 3, 3, 2, 1},
+                                             {2, 3, 7, 9, 5, 3, 3, 1, 1},
+                                             {1, 5, 11, 8, 7, 3, 3, 2, 2},
+                                             {1, 2, 5, 6, 3, 5, 3, 3, 1},
+                                             {2, 3, 7, 9, 5, 2, 4, 1, 0}};
+    for (const auto &s : shapes)
+        for (int offset : {0, 1}) {
+            const Computation c =
+                looptool::make_padded_conv2d(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8]);
+            const auto r = run_checked(c, offset, [&](const float *x, const float *w, float *y) {
+                return conv_ex_(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], x, w, y);
+            });
+            EXPECT_TRUE(r.ok) << c.name << " +" << offset << ": " << r.first_mismatch;
+        }
+    std::vector<float> a(64, 1.0f), b(64, 1.0f), c(256, 0.0f);
+    EXPECT_NE(conv_ex_(1, 1, 2, 2, 1, 3, 3, 0, 1, a.data(), b.data(), c.data()), 0);  // stride
+    EXPECT_NE(conv_ex_(1, 1, 2, 2, 1, 3, 3, 1, -1, a.data(), b.data(), c.data()), 0);
+    EXPECT_NE(conv_ex_(1, 1, 2, 2, 1, 5, 5, 1, 1, a.data(), b.data(), c.data()), 0);  // KH > H+2P
+    EXPECT_NE(conv_ex_(1, 1, 2, 2, 1, 3, 3, 1, int64_t(1) << 62, a.data(), b.data(), c.data()), 0);
+    // A 2x2 image of ones, 3x3 kernel of ones, padding 1: every output sees all four pixels.
+    ASSERT_EQ(conv_ex_(1, 1, 2, 2, 1, 3, 3, 1, 1, a.data(), b.data(), c.data()), 0);
+    EXPECT_EQ(std::vector<float>(c.begin(), c.begin() + 4), std::vector<float>(4, 4.0f));
+}
+
 // Each kernel called directly (no dispatch, so no copy) on pointers 4, 8, 12 and 16 bytes past
 // a 64-byte boundary: the library lowers for any 4-byte aligned pointer.
 TEST_F(KernelLibraryTest, EachKernelUnderItsOwnNameAndTheManifest) {
-    ASSERT_EQ(lib_->kernels.size(), 4u);
+    ASSERT_EQ(lib_->kernels.size(), 5u);
     for (const LibraryKernel &k : lib_->kernels) {
         auto fn = reinterpret_cast<KernelFn3>(dlsym(handle_, k.function.c_str()));
         ASSERT_TRUE(fn) << k.function;
@@ -223,7 +264,8 @@ TEST_F(KernelLibraryTest, EachKernelUnderItsOwnNameAndTheManifest) {
     EXPECT_EQ(j, nlohmann::json::parse(tests::slurp(dir_->path / "looptune_kernels.json")));
     EXPECT_EQ(j["machine"], "test-machine");
     EXPECT_EQ(j["alignment"], 4);
-    ASSERT_EQ(j["kernels"].size(), 4u);
+    ASSERT_EQ(j["kernels"].size(), 5u);
+    EXPECT_EQ(j["kernels"][4]["shape"], nlohmann::json({1, 4, 9, 20, 16, 3, 3, 2, 1}));
     EXPECT_EQ(j["kernels"][0]["function"], "lt_mm64_64_64");
     EXPECT_EQ(j["kernels"][0]["kind"], "matmul");
     EXPECT_EQ(j["kernels"][0]["shape"], nlohmann::json({64, 64, 64}));
@@ -275,8 +317,8 @@ TEST_F(KernelLibraryTest, TheSharedLibraryDefinesOnlyLtFunctions) {
         EXPECT_EQ(name.rfind("lt_", 0), 0u) << name;
         lt += name.rfind("lt_", 0) == 0;
     }
-    EXPECT_EQ(lt,
-              4 + 1 + 3);  // the kernels, the block kernel, lt_sgemm, lt_sconv2d, lt_library_info
+    // the kernels, the block kernel, lt_sgemm, lt_sconv2d(_ex), lt_library_info
+    EXPECT_EQ(lt, 5 + 1 + 4);
 }
 
 // With threads, a parallel kernel runs on the library's own pool (looptool_threads.c compiled
@@ -404,7 +446,7 @@ TEST(KernelLibrary, CliBuildsFromAStoreAndRefusesAnEmptyOne) {
                             "--block 17,33,40 --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    EXPECT_EQ(j["kernels"].size(), 4u);
+    EXPECT_EQ(j["kernels"].size(), 5u);
     EXPECT_EQ(j["block"]["source"], "library");
     EXPECT_EQ(j["machine"], "test-machine");
     for (const char *f : {"liblooptune_kernels.so", "liblooptune_kernels.a", "looptune_kernels.h",

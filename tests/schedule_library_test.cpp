@@ -7,6 +7,7 @@
 
 #include "env/store/measurement_store.h"
 #include "env/store/schedule_library.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "test_util.h"
 #include "tune/schedule_library_use.h"
@@ -48,6 +49,11 @@ TEST(ScheduleLibrary, DescribesMatmulAndConvShapesForDispatch) {
     looptune::describe_shape(make_conv2d(2, 3, 10, 12, 4, 3, 5), e);
     EXPECT_EQ(e.kind, "conv2d");
     EXPECT_EQ(e.shape, (std::vector<int64_t>{2, 3, 10, 12, 4, 3, 5}));
+    looptune::describe_shape(make_padded_conv2d(2, 3, 10, 12, 4, 3, 3, 2, 1), e);
+    EXPECT_EQ(e.kind, "conv2d");
+    EXPECT_EQ(e.shape, (std::vector<int64_t>{2, 3, 10, 12, 4, 3, 3, 2, 1}));
+    looptune::describe_shape(make_strided_conv2d(2, 3, 10, 12, 4, 3, 3, 2), e);
+    EXPECT_EQ(e.shape, (std::vector<int64_t>{2, 3, 10, 12, 4, 3, 3, 2, 0}));
     looptune::describe_shape(make_elementwise_add(24, 32), e);
     EXPECT_EQ(e.kind, "");
     EXPECT_TRUE(e.shape.empty());

@@ -12,6 +12,8 @@
 #include "env/store/measurement_store.h"
 #include "env/store/sqlite.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/gen/canonical_form.h"
+#include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 
 namespace looptune {
@@ -104,14 +106,18 @@ void describe_shape(const looptool::Computation &c, LibraryEntry &e) {
         e.shape = {extent("m"), extent("n"), extent("k")};
         return;
     }
-    if (c.vars.size() != 7 || c.tensors.empty() || c.tensors[0].shape.size() != 4) return;
-    const auto &x = c.tensors[0].shape;
-    const int64_t kh = extent("kh"), kw = extent("kw"), co = extent("m");
-    if (!kh || !kw || !co || kh > x[2] || kw > x[3]) return;
-    if (computation_key(looptool::make_conv2d(x[0], x[1], x[2], x[3], co, kh, kw)) == key) {
-        e.kind = "conv2d";
-        e.shape = {x[0], x[1], x[2], x[3], co, kh, kw};
+    const auto p = looptool::conv_params(c);
+    if (!p) return;
+    try {
+        if (computation_key(looptool::make_padded_conv2d(p->n, p->ci, p->h, p->w, p->co, p->kh,
+                                                         p->kw, p->stride, p->pad)) != key)
+            return;
+    } catch (const looptool::Error &) {
+        return;  // a form make_padded_conv2d does not write (a padding as large as the kernel)
     }
+    e.kind = "conv2d";
+    e.shape = {p->n, p->ci, p->h, p->w, p->co, p->kh, p->kw};
+    if (p->stride != 1 || p->pad != 0) e.shape.insert(e.shape.end(), {p->stride, p->pad});
 }
 
 struct ScheduleLibrary::Impl {

@@ -15,11 +15,12 @@
 namespace looptune {
 
 struct LibraryEntry {
-    std::string machine;               ///< machine_fingerprint()
-    std::string computation;           ///< computation_key()
-    std::string name;                  ///< the benchmark's name when it was tuned
-    std::string kind;                  ///< "matmul", "conv2d" or "" (no dispatch by shape)
-    std::vector<int64_t> shape;        ///< matmul: M, N, K; conv2d: N, CI, H, W, CO, KH, KW
+    std::string machine;      ///< machine_fingerprint()
+    std::string computation;  ///< computation_key()
+    std::string name;         ///< the benchmark's name when it was tuned
+    std::string kind;         ///< "matmul", "conv2d" or "" (no dispatch by shape)
+    /// matmul: M, N, K; conv2d: N, CI, H, W, CO, KH, KW, then STRIDE, PAD unless 1, 0
+    std::vector<int64_t> shape;
     std::string program;               ///< the tuned schedule in looptool's text format
     std::vector<std::string> actions;  ///< from the naive nest to `program`
     double gflops = 0;                 ///< the tuned kernel, as tune measured it
@@ -34,7 +35,7 @@ struct LibraryEntry {
 std::string computation_key(const looptool::Computation &c);
 
 /// The kind and shape lib build dispatches by: matmul (C = A B, variables m, n, k) or conv2d
-/// (as generate writes them), else kind "" and no shape.
+/// (as generate writes them: make_padded_conv2d), else kind "" and no shape.
 void describe_shape(const looptool::Computation &c, LibraryEntry &e);
 
 class ScheduleLibrary {

@@ -20,32 +20,72 @@ std::vector<int> plain_vars(const Computation &c, const Access &a) {
     return v;
 }
 
+/// A padding statement: P[a, b, h + ph, w + pw] += In[a, b, h, w], In an input covered by plain
+/// variables, P a temporary of In's shape plus 2 ph rows and 2 pw columns (ph, pw >= 0). P
+/// starts at 0 (a sum reduction's identity), so it holds In with zeros around it.
+struct PadCopy {
+    int input = 0, temp = 0;
+    std::vector<int> vars;  // a, b, h, w
+    int64_t ph = 0, pw = 0;
+};
+std::optional<PadCopy> pad_copy(const Computation &c, const Statement &s) {
+    if (s.reduce != ReduceKind::Sum || !is_read(s.value)) return std::nullopt;
+    const Access &in = s.value.access;
+    if (!kind_is(c, in.tensor, TensorKind::Input) || !kind_is(c, s.out.tensor, TensorKind::Temp))
+        return std::nullopt;
+    PadCopy p{in.tensor, s.out.tensor, plain_vars(c, in)};
+    if (p.vars.size() != 4 || s.out.index.size() != 4) return std::nullopt;
+    const auto &shape = c.tensors[size_t(in.tensor)].shape;
+    const auto &padded = c.tensors[size_t(s.out.tensor)].shape;
+    for (size_t d = 0; d < 4; ++d) {
+        const Affine &f = s.out.index[d];
+        if (f.terms.size() != 1 || f.terms[0].var != p.vars[d] || f.terms[0].coef != 1 ||
+            f.offset < 0 || (d < 2 && f.offset != 0) || padded[d] != shape[d] + 2 * f.offset)
+            return std::nullopt;
+    }
+    p.ph = s.out.index[2].offset;
+    p.pw = s.out.index[3].offset;
+    return p;
+}
+
 /// The statement that computes a contraction, and where it ends up: the product statement
-/// s0 (a sum of a product of two reads) into `out`, directly or through a temporary copied by
-/// a second statement. nullopt for any other shape of program.
+/// (a sum of a product of two reads) into `out`, directly or through a temporary copied by
+/// a second statement; with `pad`, after a padding statement (stmts[0]) whose temporary is one
+/// of the product's operands. nullopt for any other shape of program.
 struct Contraction {
     const Statement *product = nullptr;
     int out = 0, temp = -1;
+    std::optional<PadCopy> pad;
 };
 std::optional<Contraction> contraction(const Computation &c, size_t tensors) {
-    if (c.stmts.empty() || c.stmts.size() > 2) return std::nullopt;
-    const Statement &s0 = c.stmts[0];
+    std::optional<PadCopy> pad;
+    if (c.stmts.size() >= 2) pad = pad_copy(c, c.stmts[0]);
+    const size_t first = pad ? 1 : 0;
+    if (c.stmts.size() <= first || c.stmts.size() > first + 2) return std::nullopt;
+    const Statement &s0 = c.stmts[first];
     if (s0.reduce != ReduceKind::Sum || s0.value.op != OpKind::Mul || s0.value.args.size() != 2 ||
         !is_read(s0.value.args[0]) || !is_read(s0.value.args[1]) ||
         s0.value.args[0].access.tensor == s0.value.args[1].access.tensor)
         return std::nullopt;
-    for (const Expr &e : s0.value.args)
-        if (!kind_is(c, e.access.tensor, TensorKind::Input)) return std::nullopt;
-    Contraction r{&s0, s0.out.tensor, -1};
-    if (c.stmts.size() == 2) {
-        const Statement &s1 = c.stmts[1];
+    int padded_reads = 0;
+    for (const Expr &e : s0.value.args) {
+        const bool from_pad = pad && e.access.tensor == pad->temp;
+        padded_reads += from_pad;
+        if (!from_pad && !kind_is(c, e.access.tensor, TensorKind::Input)) return std::nullopt;
+    }
+    if (pad && (padded_reads != 1 || s0.out.tensor == pad->temp)) return std::nullopt;
+    Contraction r{&s0, s0.out.tensor, -1, pad};
+    if (c.stmts.size() == first + 2) {
+        const Statement &s1 = c.stmts[first + 1];
         if (s1.reduce != ReduceKind::None || !is_read(s1.value) ||
             s1.value.access.tensor != s0.out.tensor || s1.value.access.index != s0.out.index ||
             s1.out.index != s0.out.index || !kind_is(c, s0.out.tensor, TensorKind::Temp))
             return std::nullopt;
-        r = {&s0, s1.out.tensor, s0.out.tensor};
+        r.out = s1.out.tensor;
+        r.temp = s0.out.tensor;
     }
-    if (!kind_is(c, r.out, TensorKind::Output) || c.tensors.size() != tensors + (r.temp >= 0))
+    if (!kind_is(c, r.out, TensorKind::Output) ||
+        c.tensors.size() != tensors + (r.temp >= 0) + (pad ? 1 : 0))
         return std::nullopt;
     return r;
 }
@@ -84,10 +124,11 @@ std::vector<Tensor> with_temporary(const Computation &c, int out, int temp, std:
     return ts;
 }
 
-/// c in generate's two-statement form: variables in `order` (old indices, names kept), the
-/// product as a * b into a temporary before the output, then the copy into the output.
+/// c in generate's form: variables in `order` (old indices, names kept; each alias (v, to) a
+/// variable of to's extent that becomes `to`), the padding statement if any, the product as
+/// a * b into a temporary before the output, then the copy into the output.
 Computation rebuilt(const Computation &c, const Contraction &k, const std::vector<int> &order,
-                    int a, int b) {
+                    int a, int b, const std::vector<std::pair<int, int>> &aliases = {}) {
     Computation g;
     g.name = c.name;
     std::vector<int> var_at(c.vars.size());
@@ -95,6 +136,7 @@ Computation rebuilt(const Computation &c, const Contraction &k, const std::vecto
         g.vars.push_back(c.vars[size_t(order[i])]);
         var_at[size_t(order[i])] = int(i);
     }
+    for (auto [v, to] : aliases) var_at[size_t(v)] = var_at[size_t(to)];
     std::vector<int> at;
     int temp = -1;
     g.tensors = with_temporary(c, k.out, k.temp, at, temp);
@@ -104,6 +146,11 @@ Computation rebuilt(const Computation &c, const Contraction &k, const std::vecto
             for (Affine::Term &t : f.terms) t.var = var_at[size_t(t.var)];
         return x;
     };
+    if (k.pad) {
+        const Statement &pad = c.stmts[0];
+        g.stmts.push_back({moved(pad.out, at[size_t(pad.out.tensor)]), ReduceKind::Sum,
+                           Expr::read(moved(pad.value.access, at[size_t(k.pad->input)]))});
+    }
     const Statement &p = *k.product;
     const Access &ax =
         p.value.args[0].access.tensor == a ? p.value.args[0].access : p.value.args[1].access;
@@ -118,18 +165,22 @@ Computation rebuilt(const Computation &c, const Contraction &k, const std::vecto
     return g;
 }
 
-/// Already generate's form: two statements, variables declared in `order`, a then b.
-bool in_generated_form(const Computation &c, const std::vector<int> &order, int a) {
+/// Already generate's form: two statements (three with a padding statement first), variables
+/// declared in `order`, a then b.
+bool in_generated_form(const Computation &c, const std::vector<int> &order, int a,
+                       bool padded = false) {
     std::vector<int> identity(order.size());
     for (size_t i = 0; i < identity.size(); ++i) identity[i] = int(i);
-    return c.stmts.size() == 2 && order == identity && c.stmts[0].value.args[0].access.tensor == a;
+    const size_t first = padded ? 1 : 0;
+    return c.stmts.size() == 2 + first && order == identity &&
+           c.stmts[first].value.args[0].access.tensor == a;
 }
 
 }  // namespace
 
 std::optional<MatmulRoles> matmul_roles(const Computation &c) {
     const auto k = contraction(c, 3);
-    if (!k || c.vars.size() < 3 || c.vars.size() > 4) return std::nullopt;
+    if (!k || k->pad || c.vars.size() < 3 || c.vars.size() > 4) return std::nullopt;
     const Statement &s = *k->product;
     std::vector<int> o = plain_vars(c, s.out), x = plain_vars(c, s.value.args[0].access),
                      y = plain_vars(c, s.value.args[1].access);
@@ -177,9 +228,52 @@ std::optional<MatmulRoles> generated_matmul(const Computation &c) {
     return r;
 }
 
+namespace {
+
+/// r with the padding statement's roles: its temporary is the product's X, its first two
+/// variables n and c or others of their extents, its last two its own. False when they are not.
+bool with_padding(const Computation &c, const PadCopy &pad, ConvRoles &r) {
+    if (r.x != pad.temp) return false;
+    const std::vector<int> &v = pad.vars;
+    const std::vector<int> conv{r.n, r.c, r.ho, r.wo, r.kh, r.kw, r.m};
+    auto in_conv = [&](int x) { return std::find(conv.begin(), conv.end(), x) != conv.end(); };
+    size_t vars = 9;
+    for (int d : {0, 1}) {
+        const int to = d ? r.c : r.n;
+        if (c.vars[size_t(v[size_t(d)])].extent != c.vars[size_t(to)].extent) return false;
+        if (v[size_t(d)] != to && in_conv(v[size_t(d)])) return false;
+        vars += v[size_t(d)] != to;
+    }
+    if (in_conv(v[2]) || in_conv(v[3]) || c.vars.size() != vars) return false;
+    r.pad_stmt = 0;
+    r.input = pad.input;
+    r.h = v[2];
+    r.wv = v[3];
+    r.pad_h = pad.ph;
+    r.pad_w = pad.pw;
+    return true;
+}
+
+/// generate's declaration order of a conv's variables (n, c, ho, wo, kh, kw, m, then a padded
+/// one's h, w), and the padding statement's other variables that become n and c.
+std::vector<int> conv_order(const Computation &c, const ConvRoles &r,
+                            std::vector<std::pair<int, int>> &aliases) {
+    std::vector<int> order{r.n, r.c, r.ho, r.wo, r.kh, r.kw, r.m};
+    if (r.pad_stmt < 0) return order;
+    order.push_back(r.h);
+    order.push_back(r.wv);
+    const Access &in = c.stmts[size_t(r.pad_stmt)].value.access;
+    for (int d : {0, 1})
+        if (const int v = in.index[size_t(d)].terms[0].var; v != (d ? r.c : r.n))
+            aliases.push_back({v, d ? r.c : r.n});
+    return order;
+}
+
+}  // namespace
+
 std::optional<ConvRoles> conv_roles(const Computation &c) {
     const auto k = contraction(c, 3);
-    if (!k || c.vars.size() != 7) return std::nullopt;
+    if (!k || c.vars.size() < 7) return std::nullopt;
     const Statement &s = *k->product;
     const std::vector<int> o = plain_vars(c, s.out);
     if (o.size() != 4) return std::nullopt;
@@ -197,9 +291,21 @@ std::optional<ConvRoles> conv_roles(const Computation &c) {
             x1.terms.size() != 1 || x1.offset || x1.terms[0].coef != 1 || x1.terms[0].var != r.c ||
             !is_sum_of(x.index[2], r.ho, r.kh) || !is_sum_of(x.index[3], r.wo, r.kw))
             continue;
+        r.stride_h = x.index[2].coef_of(r.ho);
+        r.stride_w = x.index[3].coef_of(r.wo);
+        if (k->pad ? !with_padding(c, *k->pad, r) : c.vars.size() != 7) continue;
         return r;
     }
     return std::nullopt;
+}
+
+std::optional<ConvParams> conv_params(const Computation &c) {
+    const auto r = conv_roles(c);
+    if (!r || r->stride_h != r->stride_w || r->pad_h != r->pad_w) return std::nullopt;
+    const auto &x = c.tensors[size_t(r->pad_stmt >= 0 ? r->input : r->x)].shape;
+    auto e = [&](int v) { return c.vars[size_t(v)].extent; };
+    return ConvParams{x[0],     x[1],     x[2],        x[3],     e(r->m),
+                      e(r->kh), e(r->kw), r->stride_h, r->pad_h, *r};
 }
 
 std::optional<Computation> generated_form(const Computation &c) {
@@ -209,9 +315,11 @@ std::optional<Computation> generated_form(const Computation &c) {
         return rebuilt(c, *contraction(c, 3), order, r->a, r->b);
     }
     if (const auto r = conv_roles(c)) {
-        const std::vector<int> order{r->n, r->c, r->ho, r->wo, r->kh, r->kw, r->m};
-        if (in_generated_form(c, order, r->x)) return std::nullopt;
-        return rebuilt(c, *contraction(c, 3), order, r->x, r->w);
+        std::vector<std::pair<int, int>> aliases;
+        const std::vector<int> order = conv_order(c, *r, aliases);
+        if (aliases.empty() && in_generated_form(c, order, r->x, r->pad_stmt >= 0))
+            return std::nullopt;
+        return rebuilt(c, *contraction(c, 3), order, r->x, r->w, aliases);
     }
     return std::nullopt;
 }

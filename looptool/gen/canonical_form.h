@@ -29,16 +29,34 @@ std::optional<MatmulRoles> matmul_roles(const Computation &c);
 /// a batch variable first (make_bmm).
 std::optional<MatmulRoles> generated_matmul(const Computation &c);
 
-/// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, ho + kh, wo + kw] * W[m, c, kh, kw] in
-/// either form (one statement, or a temporary and a copy), operands either way round.
+/// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, s ho + kh, s wo + kw] * W[m, c, kh, kw] in
+/// either form (one statement, or a temporary and a copy), operands either way round. Padded:
+/// X is a temporary that a first statement fills with the input, zeros around it (a sum
+/// reduction's output starts at 0): X[n', c', h + pad_h, w + pad_w] += In[n', c', h, w], X of
+/// In's shape plus 2 pad_h rows and 2 pad_w columns; pad_stmt 0, `input` In, h and wv its
+/// variables (n' and c' as n and c, or other variables of their extents).
 struct ConvRoles {
     int n = 0, c = 0, ho = 0, wo = 0, kh = 0, kw = 0, m = 0;
     int x = 0, w = 0, out = 0, temp = -1;
+    int pad_stmt = -1, input = -1, h = -1, wv = -1;
+    int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
 };
 std::optional<ConvRoles> conv_roles(const Computation &c);
 
+/// A conv2d's sizes as a library takes them: images, input channels, input rows and columns
+/// (unpadded), output channels, kernel rows and columns, one stride and one padding for rows and
+/// columns; `roles` where they come from.
+struct ConvParams {
+    int64_t n = 0, ci = 0, h = 0, w = 0, co = 0, kh = 0, kw = 0, stride = 1, pad = 0;
+    ConvRoles roles;
+};
+/// c's sizes when it is a conv2d (conv_roles) with the same stride and padding along rows and
+/// columns; nullopt otherwise.
+std::optional<ConvParams> conv_params(const Computation &c);
+
 /// c rewritten in generate's form when it is a matmul or a conv2d in another form (a conv's
-/// variables declared n, c, ho, wo, kh, kw, m as make_conv2d's; a matmul's m, k, n), names
+/// variables declared n, c, ho, wo, kh, kw, m as make_conv2d's, then a padded one's h, w as
+/// make_padded_conv2d's, its padding statement first; a matmul's m, k, n), names
 /// kept, a temporary (named T, or T plus a digit when taken) before C
 /// unless it has one, the product as A * B. The same function of the same arguments: the
 /// inputs and outputs keep their names, shapes and order. nullopt when c is not a matmul or

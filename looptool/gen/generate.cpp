@@ -159,7 +159,9 @@ std::vector<std::string> write_rowop_dataset(const std::string &kind, std::strin
 }
 
 std::string ConvShape::name() const {
-    return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}", n, c, h, w, m, c, kh, kw);
+    return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}{}{}", n, c, h, w, m, c, kh, kw,
+                       stride == 1 ? "" : fmt::format("_s{}", stride),
+                       pad == 0 ? "" : fmt::format("_p{}", pad));
 }
 
 Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
@@ -183,6 +185,43 @@ Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int
     return c;
 }
 
+Computation make_padded_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
+                               int64_t kw, int64_t stride, int64_t pad, std::string name) {
+    if (pad < 0 || pad > kMaxExtent)
+        throw Error(fmt::format("conv2d: padding {} is not in [0, {}]", pad, kMaxExtent));
+    if (pad == 0) return make_strided_conv2d(n, ci, h, w, co, kh, kw, stride, std::move(name));
+    if (pad >= kh || pad >= kw)
+        throw Error(
+            fmt::format("conv2d: padding {} is not below the kernel {}x{} (an output "
+                        "would see only zeros)",
+                        pad, kh, kw));
+    const int64_t hp = h + 2 * pad, wp = w + 2 * pad;
+    const bool named = !name.empty();
+    Computation c = make_strided_conv2d(n, ci, hp, wp, co, kh, kw, stride, std::move(name));
+    if (!named)
+        c.name = fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}{}_p{}", n, ci, h, w, co, ci, kh, kw,
+                             stride == 1 ? "" : fmt::format("_s{}", stride), pad);
+    // The padded image P (a temporary before T) filled from the input X by a first statement:
+    // a sum reduction into P, so P starts at zero and the border stays zero.
+    c.vars.push_back({"h", h});
+    c.vars.push_back({"w", w});
+    const int N = 0, CI = 1, H = 7, W = 8;
+    c.tensors[0].shape = {n, ci, h, w};
+    c.tensors.insert(c.tensors.begin() + 2, {"P", {n, ci, hp, wp}, TensorKind::Temp});
+    const int moved[] = {2, 1, 3, 4};  // the product reads P; T and Y move one place
+    for (Statement &s : c.stmts) {
+        s.out.tensor = moved[s.out.tensor];
+        if (s.value.op == OpKind::Read) s.value.access.tensor = moved[s.value.access.tensor];
+        for (Expr &e : s.value.args) e.access.tensor = moved[e.access.tensor];
+    }
+    auto v = [](int x) { return Affine::of_var(x); };
+    const Access in{0, {v(N), v(CI), v(H), v(W)}};
+    const Access padded{2, {v(N), v(CI), Affine{{{H, 1}}, pad}, Affine{{{W, 1}}, pad}}};
+    c.stmts.insert(c.stmts.begin(), Statement{padded, ReduceKind::Sum, Expr::read(in)});
+    c.validate();
+    return c;
+}
+
 Computation computation_of_shape(const std::string &who, const std::string &kind,
                                  const std::vector<int64_t> &d) {
     const bool conv = kind == "conv", bmm = kind == "bmm";
@@ -199,11 +238,16 @@ Computation computation_of_shape(const std::string &who, const std::string &kind
     for (size_t i = 0; i < d.size() && i < 8; ++i)  // (a padding of 0 is allowed)
         if (d[i] < 1 || d[i] > kMaxExtent)
             throw Error(fmt::format("{}: extent {} is not in [1, {}]", who, d[i], kMaxExtent));
-    if (conv && d.size() == 9 && d[8] != 0)
-        throw Error(fmt::format("{}: padding cannot be expressed yet (pad 0 only)", who));
+    if (conv && d.size() == 9 && (d[8] < 0 || d[8] >= std::min(d[5], d[6])))
+        throw Error(fmt::format("{}: padding {} is not in [0, {}] (below the kernel {}x{})", who,
+                                d[8], std::min(d[5], d[6]) - 1, d[5], d[6]));
+    if (conv && (d[5] > d[2] + 2 * (d.size() > 8 ? d[8] : 0) ||
+                 d[6] > d[3] + 2 * (d.size() > 8 ? d[8] : 0)))
+        throw Error(
+            fmt::format("{}: kernel {}x{} larger than the (padded) image", who, d[5], d[6]));
     if (conv)
-        return make_strided_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6],
-                                   d.size() > 7 ? d[7] : 1);
+        return make_padded_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d.size() > 7 ? d[7] : 1,
+                                  d.size() > 8 ? d[8] : 0);
     return d.size() == 4 ? make_bmm(d[0], d[1], d[2], d[3]) : make_matmul(d[0], d[1], d[2]);
 }
 
@@ -222,7 +266,22 @@ std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
     return write_dataset(comps, dir);
 }
 
-std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b) {
+namespace {
+void check_conv_shape(const ConvShape &s) {
+    if (s.kh > s.h + 2 * s.pad || s.kw > s.w + 2 * s.pad)
+        throw Error(fmt::format("{}: kernel {}x{} larger than the {}image {}x{}", s.name(), s.kh,
+                                s.kw, s.pad ? "padded " : "", s.h + 2 * s.pad, s.w + 2 * s.pad));
+    if (s.pad >= s.kh || s.pad >= s.kw)
+        throw Error(fmt::format("{}: padding {} is not below the kernel {}x{}", s.name(), s.pad,
+                                s.kh, s.kw));
+}
+}  // namespace
+
+std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b, int64_t stride,
+                                   int64_t pad) {
+    if (stride < 1 || stride > 64)
+        throw Error(fmt::format("conv: stride {} is not in [1, 64]", stride));
+    if (pad < 0 || pad > 64) throw Error(fmt::format("conv: padding {} is not in [0, 64]", pad));
     auto a = split_on(dim_a, ',');
     auto b = split_on(dim_b, ',');
     if (a.size() != 3 && a.size() != 4)
@@ -252,14 +311,13 @@ std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_
                         for (auto kh : khs)
                             for (auto kw : kws) {
                                 const int64_t w = square ? h : w0;
-                                ConvShape s{n, c, h, w, m, kh, kw};
-                                if (kh > h || kw > w)
-                                    throw Error(
-                                        fmt::format("{}: kernel {}x{} larger than the image {}x{}",
-                                                    s.name(), kh, kw, h, w));
-                                const double x = double(n) * double(c) * double(h) * double(w),
-                                             y = double(n) * double(m) * double(h - kh + 1) *
-                                                 double(w - kw + 1),
+                                const ConvShape s{n, c, h, w, m, kh, kw, stride, pad};
+                                check_conv_shape(s);
+                                const double x = double(n) * double(c) * double(h + 2 * pad) *
+                                                 double(w + 2 * pad),
+                                             y = double(n) * double(m) *
+                                                 double((h + 2 * pad - kh) / stride + 1) *
+                                                 double((w + 2 * pad - kw) / stride + 1),
                                              wt = double(m) * double(c) * double(kh) * double(kw);
                                 if (std::max({x, y, wt}) > double(kMaxTensorElements))
                                     throw Error(
@@ -275,8 +333,8 @@ std::vector<std::string> write_conv_dataset(const std::vector<ConvShape> &shapes
                                             const std::string &dir) {
     std::vector<ComputationPtr> comps;
     for (const auto &s : shapes)
-        comps.push_back(
-            std::make_shared<Computation>(make_conv2d(s.n, s.c, s.h, s.w, s.m, s.kh, s.kw)));
+        comps.push_back(std::make_shared<Computation>(
+            make_padded_conv2d(s.n, s.c, s.h, s.w, s.m, s.kh, s.kw, s.stride, s.pad)));
     return write_dataset(comps, dir);
 }
 

@@ -30,9 +30,11 @@ std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &sh
                                               const std::string &dir);
 
 /// A conv2d as LoopTune names it, conv{n}_{c}_{h}_{w}__{m}_{c}_{kh}_{kw}: input X[n,c,h,w],
-/// weights W[m,c,kh,kw], stride 1, no padding (make_conv2d).
+/// weights W[m,c,kh,kw], stride 1, no padding (make_conv2d); with a stride or padding,
+/// make_padded_conv2d's (names ending _s{stride}, _p{pad}).
 struct ConvShape {
     int64_t n, c, h, w, m, kh, kw;
+    int64_t stride = 1, pad = 0;
     std::string name() const;
 };
 
@@ -52,10 +54,20 @@ std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
 Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
                                 int64_t kw, int64_t stride, std::string name = "");
 
+/// make_strided_conv2d over the input zero-padded by `pad` rows and columns on each side (ho =
+/// (h + 2 pad - kh) / stride + 1), exactly: a first statement P[n, c, h + pad, w + pad] +=
+/// X[n, c, h, w] fills a temporary P, zero around the image (a sum reduction starts at 0), and
+/// the conv reads P (variables n, c, ho, wo, kh, kw, m, h, w; tensors X, W, P, T, Y). Named
+/// conv..._s{stride}_p{pad}; make_strided_conv2d's computation for pad 0. Throws Error for a
+/// padding that is negative or not below the kernel (outputs of zeros alone).
+Computation make_padded_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
+                               int64_t kw, int64_t stride, int64_t pad, std::string name = "");
+
 /// A computation given by its kind and extents, as `tune --matmul/--bmm/--conv` and Python's
 /// tune(matmul=, bmm=, conv=) give it: "matmul" M, N, K (B, M, N, K: batched), "bmm" B, M, N,
-/// K, "conv" N, CI, H, W, CO, KH, KW[, STRIDE[, PAD]] (pad 0 only). Throws Error starting with
-/// `who` for another count, an extent outside [1, kMaxExtent] or padding.
+/// K, "conv" N, CI, H, W, CO, KH, KW[, STRIDE[, PAD]] (make_padded_conv2d). Throws Error starting
+/// with `who` for another count, an extent outside [1, kMaxExtent], a padding not below the
+/// kernel or a kernel larger than the padded image.
 Computation computation_of_shape(const std::string &who, const std::string &kind,
                                  const std::vector<int64_t> &d);
 
@@ -70,10 +82,13 @@ std::vector<std::string> write_rowop_dataset(const std::string &kind, std::strin
 /// M_RANGE,C_RANGE,KH_RANGE,KW_RANGE (the input's and the weights' dimensions, as in the names).
 /// Without W_RANGE images are square (w = h), which is how LoopTune's 81 conv benchmarks were made:
 /// `--dimA 1|32|64,32|64|128,56|112|256 --dimB 1|32|64,32|64|128,3,3`. The two C ranges must
-/// be equal; a kernel larger than its image is an error. Ordered by name.
-std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b);
+/// be equal; a kernel larger than its (padded) image, a stride outside [1, 64] or a padding not
+/// below the kernel is an error. Ordered by name.
+std::vector<ConvShape> conv_shapes(std::string_view dim_a, std::string_view dim_b,
+                                   int64_t stride = 1, int64_t pad = 0);
 
-/// Writes one naive conv2d benchmark file per shape into `dir`, like write_matmul_dataset.
+/// Writes one naive conv2d benchmark file per shape (make_padded_conv2d) into `dir`, like
+/// write_matmul_dataset.
 std::vector<std::string> write_conv_dataset(const std::vector<ConvShape> &shapes,
                                             const std::string &dir);
 

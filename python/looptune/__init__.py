@@ -155,7 +155,7 @@ def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, ma
     """`looptool tune`: a trained policy (default: the shipped one) guides a measured search of
     `budget_s` seconds (`greedy`: its greedy rollout only) on a benchmark file, or on a matmul
     `matmul=(M, N, K)`, a batched matmul `bmm=(B, M, N, K)` or a conv2d
-    `conv=(N, CI, H, W, CO, KH, KW)` given by its shape; a dict
+    `conv=(N, CI, H, W, CO, KH, KW[, STRIDE[, PAD]])` given by its shape; a dict
     with the best schedule ("program"), "gflops", "base_gflops", "speedup", "best_actions",
     "found_by", "greedy_gflops", "greedy_actions", "seconds", "call_seconds" (docs/python.md).
     A computation tuned before on this machine is answered from the schedule library (`library`:

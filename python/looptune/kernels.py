@@ -2,11 +2,11 @@
 
     lib = looptune.load_library("out/kernels")        # the directory, or the .so itself
     C = lib.sgemm(A, B)                                # float32 (M, K) @ (K, N) -> (M, N)
-    Y = lib.sconv2d(X, W)                              # NCHW input, OIHW weights, stride 1
+    Y = lib.sconv2d(X, W, stride=1, pad=0)             # NCHW input, OIHW weights
     lib.kernels()                                      # the tuned kernels it holds
 
-The library's C functions (lt_sgemm, lt_sconv2d) are called with the GIL released, so other
-Python threads run meanwhile: through looptune._core's small C entry when the arguments are
+The library's C functions (lt_sgemm, lt_sconv2d, lt_sconv2d_ex) are called with the GIL
+released, so other Python threads run meanwhile: through looptune._core's small C entry when the arguments are
 float32 arrays it takes as they are (its per-call cost is a fraction of ctypes'), else through
 ctypes after the checks below. Every input is checked before the call: float32 only (anything
 else raises TypeError, or is converted with convert=True), the right number of dimensions and
@@ -20,6 +20,7 @@ the result through a copy). A non-zero return code of the library raises looptun
 
 import ctypes
 import json
+import operator
 import os
 
 import numpy as np
@@ -118,6 +119,11 @@ class KernelLibrary:
         self._sconv2d = self._lib.lt_sconv2d
         self._sconv2d.argtypes = [i64] * 7 + [fp, fp, fp]
         self._sconv2d.restype = ctypes.c_int
+        # Libraries built before strides and padding have lt_sconv2d alone.
+        self._sconv2d_ex = getattr(self._lib, "lt_sconv2d_ex", None)
+        if self._sconv2d_ex is not None:
+            self._sconv2d_ex.argtypes = [i64] * 9 + [fp, fp, fp]
+            self._sconv2d_ex.restype = ctypes.c_int
         info = self._lib.lt_library_info
         info.restype = ctypes.c_char_p
         self.manifest = json.loads(info().decode())
@@ -156,10 +162,11 @@ class KernelLibrary:
         self._check(self._sgemm(m, n, k, _ptr(A), _ptr(B), _ptr(C)), "sgemm")
         return _finish(C, out)
 
-    def sconv2d(self, X, W, *, convert=False, out=None):
-        """The convolution of X (N, CI, H, W) with weights W (CO, CI, KH, KW), stride 1, no
-        padding: a new (N, CO, H - KH + 1, W - KW + 1) float32 array, or `out` filled."""
-        if self._fast_sconv2d is not None:
+    def sconv2d(self, X, W, *, stride=1, pad=0, convert=False, out=None):
+        """The convolution of X (N, CI, H, W) with weights W (CO, CI, KH, KW), `stride` along
+        rows and columns, X padded with `pad` zeros on each side: a new (N, CO, HO, WO) float32
+        array (HO = (H + 2 pad - KH) // stride + 1, WO likewise), or `out` filled."""
+        if self._fast_sconv2d is not None and stride == 1 and pad == 0:
             r = self._fast_sconv2d(self._sconv2d_at, X, W, out)
             if r is not None:
                 if r.__class__ is int:
@@ -170,14 +177,35 @@ class KernelLibrary:
         (n, ci, h, w), (co, ci2, kh, kw) = X.shape, W.shape
         if ci != ci2:
             raise ValueError(f"sconv2d: X is {X.shape} and W is {W.shape}: channels differ")
-        if kh < 1 or kw < 1 or kh > h or kw > w:
-            raise ValueError(f"sconv2d: kernel {kh}x{kw} does not fit the {h}x{w} image")
-        Y = _output(out, (n, co, h - kh + 1, w - kw + 1), "sconv2d", self._align)
-        self._check(self._sconv2d(n, ci, h, w, co, kh, kw, _ptr(X), _ptr(W), _ptr(Y)), "sconv2d")
+        stride, pad = _conv_int(stride, "stride", 1), _conv_int(pad, "pad", 0)
+        if kh < 1 or kw < 1 or kh > h + 2 * pad or kw > w + 2 * pad:
+            raise ValueError(f"sconv2d: kernel {kh}x{kw} does not fit the {h}x{w} image "
+                             f"padded by {pad}")
+        Y = _output(out, (n, co, (h + 2 * pad - kh) // stride + 1,
+                          (w + 2 * pad - kw) // stride + 1), "sconv2d", self._align)
+        if stride == 1 and pad == 0:
+            rc = self._sconv2d(n, ci, h, w, co, kh, kw, _ptr(X), _ptr(W), _ptr(Y))
+        elif self._sconv2d_ex is None:
+            raise KernelError(f"{self.path}: built before strides and padding (no lt_sconv2d_ex); "
+                              "rebuild it with `looptool lib build`")
+        else:
+            rc = self._sconv2d_ex(n, ci, h, w, co, kh, kw, stride, pad, _ptr(X), _ptr(W), _ptr(Y))
+        self._check(rc, "sconv2d")
         return _finish(Y, out)
 
     def __repr__(self):
         return f"KernelLibrary({self.path!r}, {len(self.manifest['kernels'])} kernels)"
+
+
+def _conv_int(v, name, low):
+    """v as an int in [low, 2^40], else ValueError naming it."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        i = None
+    if isinstance(v, bool) or i is None or i < low or i > 1 << 40:
+        raise ValueError(f"sconv2d: {name} {v!r} is not an integer in [{low}, 2^40]")
+    return i
 
 
 def load_library(path):
