@@ -82,7 +82,7 @@ struct RowPrimitive {
 
     RowPrimitive(bool softmax, int64_t rows, int64_t cols) {
         const Api &a = api();
-        onednn_one_thread();
+        onednn_set_threads();
         check(a.dnnl_engine_create(&engine, dnnl_cpu, 0), "engine");
         check(a.dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream");
         const dnnl_dims_t dd = {rows, cols}, vd = {cols};
@@ -122,7 +122,7 @@ struct RowPrimitive {
     }
     void run() {
         const Api &a = api();
-        onednn_one_thread();  // OpenMP's thread count is per calling thread
+        onednn_set_threads();  // OpenMP's thread count is per calling thread
         if (a.dnnl_primitive_execute(prim, stream, int(args.size()), args.data()) != dnnl_success)
             std::abort();
         a.dnnl_stream_wait(stream);

@@ -20,6 +20,8 @@ struct GenerateOptions {
     int random_count = 0;
     int64_t stride = 1, pad = 0;
     bool json = false;
+    CLI::Option *random_opt = nullptr, *dim_a_opt = nullptr, *dim_b_opt = nullptr,
+                *stride_opt = nullptr, *pad_opt = nullptr;
 };
 
 void print_written(const GenerateOptions &o, const std::vector<std::string> &paths,
@@ -35,6 +37,53 @@ void print_written(const GenerateOptions &o, const std::vector<std::string> &pat
         fmt::print("wrote {} benchmark{} to {}\n", paths.size(), paths.size() == 1 ? "" : "s",
                    o.out);
     }
+}
+
+// The dataset --kind asks for, checked against the options given.
+int run_generate(GenerateOptions &o) {
+    if (o.kind != "conv" && (o.stride_opt->count() > 0 || o.pad_opt->count() > 0))
+        throw Error("generate: --stride and --pad are for --kind conv");
+    std::vector<MatmulShape> shapes;
+    std::map<std::string, std::string> family;
+    std::vector<std::string> paths;
+    if (o.kind != "mm" && o.kind != "bmm" && o.kind != "conv") {
+        if (o.random_opt->count() > 0 || o.dim_b_opt->count() > 0 || o.dim_a.empty())
+            throw Error(
+                fmt::format("generate --kind {}: give --dimA ROWS_RANGE,COLS_RANGE only", o.kind));
+        print_written(o, write_rowop_dataset(o.kind, o.dim_a, o.out), family);
+        return 0;
+    }
+    if (o.kind == "conv") {
+        if (o.random_opt->count() > 0)
+            throw Error("generate: --random makes matmuls only (--kind mm)");
+        if (o.dim_a.empty() || o.dim_b.empty())
+            throw Error(
+                "generate --kind conv: give --dimA N,C,H[,W] and --dimB M,C,KH,KW (range "
+                "syntax)");
+        paths = write_conv_dataset(conv_shapes(o.dim_a, o.dim_b, o.stride, o.pad), o.out);
+    } else if (o.random_opt->count() > 0) {
+        if (o.dim_a_opt->count() > 0 || o.dim_b_opt->count() > 0)
+            throw Error("generate: --random excludes --dimA and --dimB (one spec per dataset)");
+        o.random.count = o.random_count;
+        for (const auto &n : looptune::Dataset::looptune_test_names()) o.random.excluded.insert(n);
+        for (const auto &r : random_matmul_shapes(o.random)) {
+            shapes.push_back(r.shape);
+            family[r.shape.name()] = shape_family_name(r.family);
+        }
+    } else {
+        if (o.dim_a.empty() || o.dim_b.empty())
+            throw Error(
+                "generate: give --dimA and --dimB (LoopTune's range syntax), or --random N");
+        shapes = matmul_shapes(o.dim_a, o.dim_b);
+    }
+    if (o.kind == "mm") paths = write_matmul_dataset(shapes, o.out);
+    if (o.kind == "bmm") {
+        if (o.batch.empty() || o.random_opt->count() > 0)
+            throw Error("generate --kind bmm: give --batch B_RANGE with --dimA and --dimB");
+        paths = write_bmm_dataset(parse_range(o.batch), shapes, o.out);
+    }
+    print_written(o, paths, family);
+    return 0;
 }
 
 }  // namespace
@@ -78,52 +127,12 @@ Run add_generate(CLI::App &app) {
         ->capture_default_str();
     cmd->add_option("--out", o->out, "Output directory")->required();
     cmd->add_flag("--json", o->json, "Machine-readable output");
-    return [o, random, dim_a, dim_b, stride, pad] {
-        if (o->kind != "conv" && (stride->count() > 0 || pad->count() > 0))
-            throw Error("generate: --stride and --pad are for --kind conv");
-        std::vector<MatmulShape> shapes;
-        std::map<std::string, std::string> family;
-        std::vector<std::string> paths;
-        if (o->kind != "mm" && o->kind != "bmm" && o->kind != "conv") {
-            if (random->count() > 0 || dim_b->count() > 0 || o->dim_a.empty())
-                throw Error(fmt::format(
-                    "generate --kind {}: give --dimA ROWS_RANGE,COLS_RANGE only", o->kind));
-            print_written(*o, write_rowop_dataset(o->kind, o->dim_a, o->out), family);
-            return 0;
-        }
-        if (o->kind == "conv") {
-            if (random->count() > 0)
-                throw Error("generate: --random makes matmuls only (--kind mm)");
-            if (o->dim_a.empty() || o->dim_b.empty())
-                throw Error(
-                    "generate --kind conv: give --dimA N,C,H[,W] and --dimB M,C,KH,KW (range "
-                    "syntax)");
-            paths = write_conv_dataset(conv_shapes(o->dim_a, o->dim_b, o->stride, o->pad), o->out);
-        } else if (random->count() > 0) {
-            if (dim_a->count() > 0 || dim_b->count() > 0)
-                throw Error("generate: --random excludes --dimA and --dimB (one spec per dataset)");
-            o->random.count = o->random_count;
-            for (const auto &n : looptune::Dataset::looptune_test_names())
-                o->random.excluded.insert(n);
-            for (const auto &r : random_matmul_shapes(o->random)) {
-                shapes.push_back(r.shape);
-                family[r.shape.name()] = shape_family_name(r.family);
-            }
-        } else {
-            if (o->dim_a.empty() || o->dim_b.empty())
-                throw Error(
-                    "generate: give --dimA and --dimB (LoopTune's range syntax), or --random N");
-            shapes = matmul_shapes(o->dim_a, o->dim_b);
-        }
-        if (o->kind == "mm") paths = write_matmul_dataset(shapes, o->out);
-        if (o->kind == "bmm") {
-            if (o->batch.empty() || random->count() > 0)
-                throw Error("generate --kind bmm: give --batch B_RANGE with --dimA and --dimB");
-            paths = write_bmm_dataset(parse_range(o->batch), shapes, o->out);
-        }
-        print_written(*o, paths, family);
-        return 0;
-    };
+    o->random_opt = random;
+    o->dim_a_opt = dim_a;
+    o->dim_b_opt = dim_b;
+    o->stride_opt = stride;
+    o->pad_opt = pad;
+    return [o] { return run_generate(*o); };
 }
 
 }  // namespace looptool::cli
