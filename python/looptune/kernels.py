@@ -166,6 +166,7 @@ class KernelLibrary:
         """The convolution of X (N, CI, H, W) with weights W (CO, CI, KH, KW), `stride` along
         rows and columns, X padded with `pad` zeros on each side: a new (N, CO, HO, WO) float32
         array (HO = (H + 2 pad - KH) // stride + 1, WO likewise), or `out` filled."""
+        stride, pad = _conv_int(stride, "stride", 1), _conv_int(pad, "pad", 0)
         if self._fast_sconv2d is not None and stride == 1 and pad == 0:
             r = self._fast_sconv2d(self._sconv2d_at, X, W, out)
             if r is not None:
@@ -177,7 +178,6 @@ class KernelLibrary:
         (n, ci, h, w), (co, ci2, kh, kw) = X.shape, W.shape
         if ci != ci2:
             raise ValueError(f"sconv2d: X is {X.shape} and W is {W.shape}: channels differ")
-        stride, pad = _conv_int(stride, "stride", 1), _conv_int(pad, "pad", 0)
         if kh < 1 or kw < 1 or kh > h + 2 * pad or kw > w + 2 * pad:
             raise ValueError(f"sconv2d: kernel {kh}x{kw} does not fit the {h}x{w} image "
                              f"padded by {pad}")
