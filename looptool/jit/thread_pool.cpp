@@ -50,7 +50,8 @@ int usable_cores() {
 
 ThreadPool::ThreadPool(int threads)
     : threads_(threads < 1 ? 1 : threads),
-      claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))) {}
+      claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))),
+      cpus_(allowed_cpus()) {}
 
 ThreadPool::~ThreadPool() {
     stop_.store(true);
@@ -69,7 +70,7 @@ void ThreadPool::pin_workers(int caller_cpu) {
     if (caller_cpu == pinned_for_) return;
     pinned_for_ = caller_cpu;
     std::vector<int> cpus;
-    for (int c : allowed_cpus())
+    for (int c : cpus_)
         if (c != caller_cpu) cpus.push_back(c);
     if (cpus.empty()) return;
     for (size_t i = 0; i < workers_.size(); ++i) {

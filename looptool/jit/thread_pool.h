@@ -58,6 +58,9 @@ private:
     std::atomic<int> done_{0};                          // chunks of the job finished
     std::atomic<bool> stop_{false};
     int pinned_for_ = -2;  // the caller's core the workers were pinned around
+    // The cores the constructing thread may use: a caller pinned later, while it measures,
+    // must not confine the workers to its own core.
+    const std::vector<int> cpus_;
 };
 
 }  // namespace looptool
