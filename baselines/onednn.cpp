@@ -47,6 +47,21 @@ void load_onednn() {
     g_set_threads(library_threads());
 }
 
+void *onednn_symbol(const char *name) {
+    load_onednn();
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) throw looptool::Error("libdnnl.so.2 is not loaded after load_onednn()");
+    void *f = dlsym(h, name);
+    if (!f)
+        throw looptool::Error(fmt::format("libdnnl.so.2 has no {} (oneDNN 2.x expected)", name));
+    return f;
+}
+
+void onednn_check(int status, const char *what) {
+    if (status != 0)
+        throw looptool::Error(fmt::format("oneDNN: {} failed (status {})", what, status));
+}
+
 std::string onednn_version() {
     if (!g_version) return "unknown";
     const dnnl_version_t *v = g_version();

@@ -1,6 +1,5 @@
 #include "baselines/onednn_conv.h"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -53,14 +52,8 @@ struct Api {
 
 const Api &api() {
     static const Api a = [] {
-        load_onednn();  // dlopen with library_threads() OpenMP threads, or an Error saying what is
-                        // missing
-        void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_NOLOAD);
-        if (!h) throw Error("libdnnl.so.2 is not loaded after load_onednn()");
         Api r;
-#define LOOPTUNE_DNNL_LOAD(name)                                   \
-    r.name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name)); \
-    if (!r.name) throw Error(fmt::format("libdnnl.so.2 has no {} (oneDNN 2.x expected)", #name));
+#define LOOPTUNE_DNNL_LOAD(name) r.name = reinterpret_cast<decltype(&::name)>(onednn_symbol(#name));
         LOOPTUNE_DNNL_CONV_API(LOOPTUNE_DNNL_LOAD)
 #undef LOOPTUNE_DNNL_LOAD
         return r;
@@ -68,9 +61,7 @@ const Api &api() {
     return a;
 }
 
-void check(dnnl_status_t s, const char *what) {
-    if (s != dnnl_success) throw Error(fmt::format("oneDNN: {} failed (status {})", what, int(s)));
-}
+void check(dnnl_status_t s, const char *what) { onednn_check(s, what); }
 
 // oneDNN's name for a blocked layout (nChw16c, OIhw16i16o): outer dims by decreasing stride,
 // upper case when also blocked, then the inner blocks.

@@ -54,6 +54,11 @@ void openblas_kernel(float *const *buffers, const volatile int32_t *cancel);
 /// and sets that many OpenMP threads; throws looptool::Error if the library or dnnl_sgemm
 /// cannot be found.
 void load_onednn();
+/// Symbol `name` of the libdnnl.so.2 load_onednn() loads (loading it first); throws
+/// looptool::Error naming what is missing (oneDNN 2.x expected).
+void *onednn_symbol(const char *name);
+/// Throws looptool::Error "oneDNN: `what` failed (status N)" unless `status` is dnnl_success (0).
+void onednn_check(int status, const char *what);
 /// library_threads() OpenMP threads for oneDNN calls made by the calling thread (OpenMP's
 /// count is per thread); load_onednn() first.
 void onednn_set_threads();
