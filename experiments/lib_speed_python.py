@@ -5,8 +5,9 @@ measurement protocol), alternating rounds, medians; results checked against nump
 per-call cost (the argument checks, the call, releasing the GIL) is part of the library's
 figure; it is measured on its own first (a 0-size sgemm: everything but the kernel), through the
 C entry and through ctypes, so the smallest kernels' shortfall can be told from it. The inputs
-are numpy's default arrays (--inputs numpy: 16-byte aligned, as users have them) or 64-byte
-aligned ones (--inputs aligned: as the JIT's); the output array is reused (out=), as the JIT's.
+are numpy's default arrays (--inputs numpy: 16-byte aligned, as users have them), numpy's arrays
+made inside looptune.aligned_arrays (--inputs numpy-aligned) or looptune.aligned_empty's
+(--inputs aligned: 64-byte aligned, as the JIT's); the output array is reused (out=), as the JIT's.
 
     PYTHONPATH=build/python taskset -c 1 /usr/bin/python3 experiments/lib_speed_python.py DIR
 """
@@ -43,6 +44,9 @@ def per_call_overhead(lib):
 
 
 def inputs(shape, kind, rng):
+    if kind == "numpy-aligned":
+        with looptune.aligned_arrays():
+            return rng.uniform(-1, 1, shape).astype(np.float32)
     x = looptune.aligned_empty(shape) if kind == "aligned" else np.empty(shape, np.float32)
     x[...] = rng.uniform(-1, 1, shape)
     return x
@@ -53,7 +57,7 @@ def main():
     ap.add_argument("library", help="directory `looptool lib build --out` wrote")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=0.05, help="per round and side")
-    ap.add_argument("--inputs", choices=["numpy", "aligned"], default="numpy")
+    ap.add_argument("--inputs", choices=["numpy", "numpy-aligned", "aligned"], default="numpy")
     args = ap.parse_args()
     lib = looptune.load_library(args.library)
     fast, slow = per_call_overhead(lib)

@@ -27,6 +27,7 @@
 #include "looptool/jit/export.h"
 #include "looptool/jit/thread_pool.h"
 #include "python/kernel_call.h"
+#include "python/numpy_alignment.h"
 #include "python/tune_binding.h"
 #include "tune/guided_search.h"
 
@@ -408,6 +409,7 @@ PYBIND11_MODULE(_core, m) {
     bind_core(m);
     bind_tune(m);
     bind_kernel_calls(m);
+    bind_numpy_alignment(m);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
           py::arg("schedule") = py::none(), py::arg("verify") = true, py::arg("threads") = 1);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),

@@ -17,10 +17,11 @@ import numpy as np
 from . import _core
 from ._core import Error, action_names
 from .spaces import Box, Dict, Discrete, Env, HAVE_GYMNASIUM
-from .kernels import KernelError, KernelLibrary, aligned_empty, load_library
+from .kernels import KernelError, KernelLibrary, aligned_arrays, aligned_empty, load_library
 
 __all__ = ["LoopToolEnv", "Error", "tune", "measure", "export", "action_names", "HAVE_GYMNASIUM",
-           "load_library", "KernelLibrary", "KernelError", "aligned_empty"]
+           "load_library", "KernelLibrary", "KernelError", "aligned_empty",
+           "aligned_arrays"]
 
 ENV_ID = "looptune/LoopTool-v0"
 

@@ -16,8 +16,11 @@ library's kernels take any 4-byte aligned pointer (libraries built with `lib bui
 misaligned below 4 bytes) are copied first. 0-size inputs give the empty or zero result. `out=`
 writes the result into an existing array (no allocation per call; a non-contiguous `out` gets
 the result through a copy). A non-zero return code of the library raises looptune.KernelError.
+Arrays made inside `with looptune.aligned_arrays():` start on a 64-byte boundary, which the
+kernels stream fastest (numpy's own are 16-byte aligned: each vector load then spans two lines).
 """
 
+import contextlib
 import ctypes
 import json
 import operator
@@ -27,11 +30,11 @@ import numpy as np
 
 try:
     from . import _core
-    _FAST = (_core._sgemm, _core._sconv2d)
-except (ImportError, AttributeError):  # the C entry is an optimisation: ctypes does it all too
-    _FAST = (None, None)
+except ImportError:  # the C entries are an optimisation: ctypes does the calls too
+    _core = None
+_FAST = (getattr(_core, "_sgemm", None), getattr(_core, "_sconv2d", None))
 
-__all__ = ["load_library", "KernelLibrary", "KernelError", "aligned_empty"]
+__all__ = ["load_library", "KernelLibrary", "KernelError", "aligned_empty", "aligned_arrays"]
 
 _ALIGN = 64
 _LIB_NAME = "liblooptune_kernels.so"
@@ -51,6 +54,22 @@ def aligned_empty(shape):
     raw = np.empty(n + _ALIGN // 4, dtype=np.float32)
     offset = (-raw.ctypes.data % _ALIGN) // 4
     return raw[offset:offset + n].reshape(shape)
+
+
+@contextlib.contextmanager
+def aligned_arrays():
+    """Within it, every array numpy allocates (np.empty, np.random.rand, results of arithmetic,
+    ...) starts on a 64-byte boundary, so kernels stream whole cache lines from it: numpy's own
+    arrays are 16-byte aligned, and 64-byte vector loads from them each span two cache lines
+    (docs/python.md gives what that costs). Arrays made inside outlive it. numpy's handler is
+    per context: other threads keep numpy's default."""
+    if not hasattr(_core, "_set_numpy_handler"):
+        raise RuntimeError("looptune was built without numpy's headers: aligned_arrays is unavailable")
+    old = _core._set_numpy_handler(_core._aligned_numpy_handler())
+    try:
+        yield
+    finally:
+        _core._set_numpy_handler(old)
 
 
 def _as_kernel_input(x, ndim, what, convert, align):
