@@ -306,6 +306,21 @@ TEST(Peak, AForeignCacheFileIsRefusedBeforeMeasuringAndKept) {
     std::filesystem::remove_all(dir);
 }
 
+// A cache that cannot be written (here: its directory would sit under a regular file, which
+// stops root too) costs a re-measurement next time, never this run's answer.
+TEST(Peak, AnUnwritableCacheIsAWarningAndThePeakIsStillMeasured) {
+    auto file = std::filesystem::temp_directory_path() /
+                ("looptune_peak_blocked_" + std::to_string(::getpid()));
+    write_file_atomically(file.string(), "a file, not a directory\n");
+    EnvVar env("MAX_GFLOPS", nullptr);
+    EnvVar cache("XDG_CACHE_HOME", (file / "cache").c_str());
+    EXPECT_THROW(store_peak({50, "avx2"}), Error);
+    double peak = 0;
+    EXPECT_NO_THROW(peak = max_gflops());
+    EXPECT_GT(peak, 0.0);
+    std::filesystem::remove(file);
+}
+
 TEST(Peak, CliMeasuresAndStores) {
     auto dir = std::filesystem::temp_directory_path() /
                ("looptune_peak_cli_" + std::to_string(::getpid()));

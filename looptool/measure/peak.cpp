@@ -215,7 +215,12 @@ double machine_peak_gflops() {
         v = *stored;
     } else {
         PeakResult r = measure_peak_gflops();
-        if (!path.empty()) store_peak_unlocked(r);
+        // A cache that cannot be written costs a re-measurement next run, not this run.
+        try {
+            if (!path.empty()) store_peak_unlocked(r);
+        } catch (const Error &e) {
+            fmt::print(stderr, "warning: the measured peak is not kept: {}\n", e.what());
+        }
         v = r.gflops;
     }
     g_known_path = path;
