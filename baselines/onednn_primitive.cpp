@@ -209,7 +209,8 @@ std::unique_ptr<OnednnPrimitive> onednn_layernorm(int64_t rows, int64_t cols) {
               unsigned(dnnl_use_scale) | unsigned(dnnl_use_shift)),
           "layer normalization descriptor");
     p->create(&d, "layer normalization primitive");
-    p->slots = {{DNNL_ARG_SRC, md}, {DNNL_ARG_SCALE, vec}, {DNNL_ARG_SHIFT, vec}, {DNNL_ARG_DST, md}};
+    p->slots = {
+        {DNNL_ARG_SRC, md}, {DNNL_ARG_SCALE, vec}, {DNNL_ARG_SHIFT, vec}, {DNNL_ARG_DST, md}};
     return std::make_unique<OnednnPrimitive>(std::move(p));
 }
 

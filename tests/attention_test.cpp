@@ -148,8 +148,8 @@ TEST(Attention, RandomActionSequencesVerify) {
 
 TEST(Attention, GenerateWritesThemAndTuneTakesTheirShapes) {
     tests::TempDir dir("attention");
-    const auto paths =
-        write_attention_dataset("scores", "1", "2|3,8,4", HeadLayout::HeadsMajor, dir.path.string());
+    const auto paths = write_attention_dataset("scores", "1", "2|3,8,4", HeadLayout::HeadsMajor,
+                                               dir.path.string());
     ASSERT_EQ(paths.size(), 2u);
     EXPECT_TRUE(load_program_file(paths[1]).computation() ==
                 make_scores(1, 3, 8, 4, HeadLayout::HeadsMajor));
@@ -159,7 +159,8 @@ TEST(Attention, GenerateWritesThemAndTuneTakesTheirShapes) {
               2u);
     EXPECT_THROW(write_attention_dataset("qkv", "1", "2,8,4", HeadLayout::TokenMajor, "x"), Error);
     EXPECT_THROW(write_attention_dataset("scores", "1", "2,8", HeadLayout::TokenMajor, "x"), Error);
-    EXPECT_TRUE(computation_of_shape("t", "scores", {1, 12, 128, 64}) == make_scores(1, 12, 128, 64));
+    EXPECT_TRUE(computation_of_shape("t", "scores", {1, 12, 128, 64}) ==
+                make_scores(1, 12, 128, 64));
     EXPECT_TRUE(computation_of_shape("t", "context", {2, 4, 9, 8}) == make_context(2, 4, 9, 8));
     EXPECT_THROW(computation_of_shape("t", "scores", {1, 12, 128}), Error);
 }

@@ -32,7 +32,8 @@ void two_statements(Computation &c, const Access &x, const Access &y, const Acce
     Access t = out, z = out;
     t.tensor = 2;
     z.tensor = 3;
-    c.stmts.push_back({t, ReduceKind::Sum, Expr::binary(OpKind::Mul, Expr::read(x), Expr::read(y))});
+    c.stmts.push_back(
+        {t, ReduceKind::Sum, Expr::binary(OpKind::Mul, Expr::read(x), Expr::read(y))});
     c.stmts.push_back({z, ReduceKind::None, Expr::read(t)});
     c.validate();
 }
