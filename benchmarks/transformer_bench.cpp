@@ -31,8 +31,8 @@ std::string load_average() {
 void print_layer(const looptune::LayerFigures &f) {
     fmt::print("\n{}\n  {:<20} {:<10} {:>10}  {}\n", f.shape, "op", "group", "ours us", "found by");
     for (const auto &o : f.ops)
-        fmt::print("  {:<20} {:<10} {:>10.1f}  {}{}\n", o.name, o.group, 1e6 * o.seconds, o.found_by,
-                   o.epilogue ? " (epilogue: a separate nest until fused)" : "");
+        fmt::print("  {:<20} {:<10} {:>10.1f}  {}{}\n", o.name, o.group, 1e6 * o.seconds,
+                   o.found_by, o.epilogue ? " (epilogue: a separate nest until fused)" : "");
     fmt::print("  {:<10} {:>10} {:>10} {:>8}  {}\n", "group", "ours us", "oneDNN us", "ratio",
                "oneDNN runs");
     for (const auto &g : f.groups)
@@ -47,8 +47,9 @@ void print_layer(const looptune::LayerFigures &f) {
         "oneDNN's sequence as one call {:.3f} ms = {:.2f}x\n",
         1e3 * f.ours_s, 1e3 * f.onednn_s, f.onednn_s / f.ours_s, 1e3 * f.onednn_chain_s,
         f.onednn_chain_s / f.ours_s);
-    fmt::print("  output y: ours against oneDNN's, largest |difference| {:.3g} (largest |y| {:.3g})\n",
-               f.output.max_abs_diff, f.output.max_abs);
+    fmt::print(
+        "  output y: ours against oneDNN's, largest |difference| {:.3g} (largest |y| {:.3g})\n",
+        f.output.max_abs_diff, f.output.max_abs);
 }
 
 nlohmann::json layer_json(const looptune::LayerFigures &f) {
@@ -66,8 +67,10 @@ nlohmann::json layer_json(const looptune::LayerFigures &f) {
                             {"found_by", o.found_by},
                             {"actions", o.actions}});
     for (const auto &g : f.groups)
-        j["groups"].push_back(
-            {{"group", g.group}, {"ours_s", g.ours_s}, {"onednn_s", g.onednn_s}, {"onednn", g.onednn}});
+        j["groups"].push_back({{"group", g.group},
+                               {"ours_s", g.ours_s},
+                               {"onednn_s", g.onednn_s},
+                               {"onednn", g.onednn}});
     return j;
 }
 
@@ -77,11 +80,12 @@ int run(const std::vector<std::string> &layers, const looptune::LayerRunConfig &
     looptune::bench::set_library_threads(1);
     looptune::bench::load_onednn();
     auto jit = Jit::create();
-    fmt::print("transformer layer, 1 thread pinned to core {}, {} ({}), {}; load average {} at "
-               "start (other work on the machine: figures loaded unless that is near 0)\n",
-               core, jit->host_cpu(), looptune::bench::onednn_version(),
-               c.tune ? fmt::format("tune budget {} s per op", c.budget_s) : "naive nests",
-               load_average());
+    fmt::print(
+        "transformer layer, 1 thread pinned to core {}, {} ({}), {}; load average {} at "
+        "start (other work on the machine: figures loaded unless that is near 0)\n",
+        core, jit->host_cpu(), looptune::bench::onednn_version(),
+        c.tune ? fmt::format("tune budget {} s per op", c.budget_s) : "naive nests",
+        load_average());
     nlohmann::json all = nlohmann::json::array();
     for (const std::string &name : layers) {
         const auto f = looptune::run_transformer_layer(transformer_shape(name), c);
@@ -114,13 +118,15 @@ int main(int argc, char **argv) {
     app.add_option("--store", c.store, "Measurement store");
     app.add_flag("--naive", naive, "Do not tune: the naive nests (a dry run)");
     app.add_option("--json", json_path, "Also write the figures here");
-    app.add_option("--write-dataset", dataset, "Write each layer's programs under this directory and exit");
+    app.add_option("--write-dataset", dataset,
+                   "Write each layer's programs under this directory and exit");
     CLI11_PARSE(app, argc, argv);
     c.tune = !naive;
     try {
         if (!dataset.empty()) {
             for (const std::string &name : layers) {
-                const auto paths = write_transformer_dataset(transformer_shape(name), dataset + "/" + name);
+                const auto paths =
+                    write_transformer_dataset(transformer_shape(name), dataset + "/" + name);
                 fmt::print("wrote {} programs to {}/{}\n", paths.size(), dataset, name);
             }
             return 0;

@@ -123,7 +123,8 @@ std::vector<looptool::Program> tuned_programs(const std::vector<LayerOp> &ops,
     }
     for (const LayerOp &op : ops) {
         OpFigure fig{op.comp.name, op.group, "naive", op.epilogue};
-        looptool::Program p = looptool::Program::naive(std::make_shared<const Computation>(op.comp));
+        looptool::Program p =
+            looptool::Program::naive(std::make_shared<const Computation>(op.comp));
         if (c.tune) {
             GuidedConfig g;
             g.budget_s = c.budget_s;
@@ -166,8 +167,10 @@ LayerFigures run_transformer_layer(const looptool::TransformerShape &s, const La
     std::vector<std::vector<double>> op_s(ops.size()), group_s(dnn.groups().size());
     std::vector<double> chain_s;
     for (int round = 0; round < c.rounds; ++round) {
-        for (size_t i = 0; i < ops.size(); ++i) op_s[i].push_back(kernel_seconds(*jit, programs[i]));
-        for (size_t g = 0; g < group_s.size(); ++g) group_s[g].push_back(dnn.seconds(dnn.groups()[g]));
+        for (size_t i = 0; i < ops.size(); ++i)
+            op_s[i].push_back(kernel_seconds(*jit, programs[i]));
+        for (size_t g = 0; g < group_s.size(); ++g)
+            group_s[g].push_back(dnn.seconds(dnn.groups()[g]));
         chain_s.push_back(dnn.seconds(""));
     }
     for (size_t i = 0; i < ops.size(); ++i) {

@@ -64,11 +64,11 @@ struct TensorDiff {
 TensorDiff tensor_diff(const LayerTensors &a, const LayerTensors &b, const std::string &name);
 
 struct LayerRunConfig {
-    double budget_s = 10;   ///< tune's budget per op
-    std::string policy;     ///< "" for the shipped policy
-    std::string store;      ///< measurement store ("" none)
-    int rounds = 3;         ///< alternating measurement rounds, medians over them
-    bool tune = true;       ///< false: the naive nests (a quick dry run)
+    double budget_s = 10;  ///< tune's budget per op
+    std::string policy;    ///< "" for the shipped policy
+    std::string store;     ///< measurement store ("" none)
+    int rounds = 3;        ///< alternating measurement rounds, medians over them
+    bool tune = true;      ///< false: the naive nests (a quick dry run)
 };
 
 struct OpFigure {
@@ -85,10 +85,10 @@ struct LayerFigures {
     std::string shape;
     std::vector<OpFigure> ops;
     std::vector<GroupFigure> groups;
-    double ours_s = 0;           ///< the sum of our ops' medians
-    double onednn_s = 0;         ///< the sum of oneDNN's groups' medians
-    double onednn_chain_s = 0;   ///< median of oneDNN's whole sequence as one call
-    TensorDiff output;           ///< our chained output y against oneDNN's
+    double ours_s = 0;          ///< the sum of our ops' medians
+    double onednn_s = 0;        ///< the sum of oneDNN's groups' medians
+    double onednn_chain_s = 0;  ///< median of oneDNN's whole sequence as one call
+    TensorDiff output;          ///< our chained output y against oneDNN's
 };
 
 /// Tunes each op with `tune`'s guided search (each result verified), then measures our kernels

@@ -70,7 +70,8 @@ size_t OnednnLayer::Impl::wire(const std::vector<LayerOp> &ops, size_t i) {
     Group &g = group(op.group);
     if (const auto m = bench::strided_matmul(c)) {
         const LayerOp *next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
-        const bool plain = next && is_bias(next->comp, false), residual = next && is_bias(next->comp, true),
+        const bool plain = next && is_bias(next->comp, false),
+                   residual = next && is_bias(next->comp, true),
                    gelu = next && is_bias_gelu(next->comp);
         if (!plain && !residual && !gelu) {
             add(g, bench::onednn_matmul(*m, false), {op.reads[0], op.reads[1], op.writes},

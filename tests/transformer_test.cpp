@@ -73,10 +73,12 @@ TEST(Transformer, ChainedKernelsMatchTheInterpreterAndOnednn) {
     looptune::run_layer(ops, ours_p, ours);
     looptune::run_layer(ops, naive_p, interp, true);
     looptune::OnednnLayer layer(s, ops, dnn);
-    for (const LayerOp &op : ops) EXPECT_EQ(layer.description(op.group).find("no oneDNN"), std::string::npos);
+    for (const LayerOp &op : ops)
+        EXPECT_EQ(layer.description(op.group).find("no oneDNN"), std::string::npos);
     layer.run_all();
     for (const char *t : {"q", "s", "p", "ctx", "h1", "n1", "f1", "h2", "y"}) {
-        const auto a = looptune::tensor_diff(ours, interp, t), b = looptune::tensor_diff(ours, dnn, t);
+        const auto a = looptune::tensor_diff(ours, interp, t),
+                   b = looptune::tensor_diff(ours, dnn, t);
         EXPECT_GT(a.max_abs, 0.01) << t;  // not all zeros
         EXPECT_LE(a.max_abs_diff, 1e-4 * std::max(1.0, a.max_abs)) << t;
         EXPECT_LE(b.max_abs_diff, 1e-4 * std::max(1.0, b.max_abs)) << t;

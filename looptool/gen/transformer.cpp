@@ -54,8 +54,7 @@ Computation make_bias_gelu(int64_t rows, int64_t cols, std::string name) {
         rows, cols, name.empty() ? fmt::format("bias_gelu{}_{}", rows, cols) : std::move(name));
     c.tensors.push_back({"Y", {rows, cols}, TensorKind::Output});
     const Expr x = bin(OpKind::Add, rd(0, {0, 1}), rd(1, {1}));
-    const Expr inner =
-        Expr::unary(OpKind::Erf, bin(OpKind::Mul, x, Expr::constant(0.7071067812f)));
+    const Expr inner = Expr::unary(OpKind::Erf, bin(OpKind::Mul, x, Expr::constant(0.7071067812f)));
     const Expr half_x = bin(OpKind::Mul, x, Expr::constant(0.5f));
     c.stmts.push_back({Access{2, {Affine::of_var(0), Affine::of_var(1)}}, ReduceKind::None,
                        bin(OpKind::Mul, half_x, bin(OpKind::Add, Expr::constant(1), inner))});
@@ -82,8 +81,8 @@ TransformerShape transformer_shape(const std::string &name) {
 std::vector<LayerOp> transformer_layer(const TransformerShape &s) {
     const int64_t t = s.tokens, e = s.hidden, h = s.heads, d = s.head_dim(), f = s.ffn;
     if (t < 1 || e < 1 || h < 1 || f < 1 || e % h != 0)
-        throw Error(fmt::format("transformer {}: hidden {} is not a multiple of {} heads", s.name,
-                                e, h));
+        throw Error(
+            fmt::format("transformer {}: hidden {} is not a multiple of {} heads", s.name, e, h));
     std::vector<LayerOp> ops;
     auto mm = [&](const char *group, const std::string &name, int64_t n, int64_t k,
                   const std::string &in, const std::string &w, const std::string &out) {
@@ -100,9 +99,13 @@ std::vector<LayerOp> transformer_layer(const TransformerShape &s) {
         mm("qkv", p + "_proj", e, e, "x", "w" + p, p + "0");
         bias("qkv", p + "_bias", e, p + "0", "b" + p, "", p);
     }
-    ops.push_back({"scores", make_scores(1, h, t, d, HeadLayout::TokenMajor, "scores"), {"q", "k"}, "s"});
+    ops.push_back(
+        {"scores", make_scores(1, h, t, d, HeadLayout::TokenMajor, "scores"), {"q", "k"}, "s"});
     ops.push_back({"softmax", make_softmax(h * t, t, "softmax"), {"s"}, "p"});
-    ops.push_back({"context", make_context(1, h, t, d, HeadLayout::TokenMajor, "context"), {"p", "v"}, "ctx"});
+    ops.push_back({"context",
+                   make_context(1, h, t, d, HeadLayout::TokenMajor, "context"),
+                   {"p", "v"},
+                   "ctx"});
     mm("out", "out_proj", e, e, "ctx", "wo", "o0");
     bias("out", "out_bias_residual", e, "o0", "bo", "x", "h1");
     ops.push_back({"ln1", make_layernorm(t, e, "ln1"), {"h1", "g1", "b1"}, "n1"});
@@ -123,9 +126,11 @@ std::vector<std::string> write_transformer_dataset(const TransformerShape &s,
         throw Error(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
     std::vector<std::string> paths;
     for (size_t i = 0; i < ops.size(); ++i) {
-        const auto path = std::filesystem::path(dir) / fmt::format("{:02d}_{}", i + 1, ops[i].comp.name);
-        write_file_atomically(path.string(),
-                              serialize(Program::naive(std::make_shared<const Computation>(ops[i].comp))));
+        const auto path =
+            std::filesystem::path(dir) / fmt::format("{:02d}_{}", i + 1, ops[i].comp.name);
+        write_file_atomically(
+            path.string(),
+            serialize(Program::naive(std::make_shared<const Computation>(ops[i].comp))));
         paths.push_back(path.string());
     }
     return paths;
