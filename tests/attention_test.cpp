@@ -130,6 +130,25 @@ TEST(Attention, SeedsAndTileSchedulesVerify) {
     }
 }
 
+// Q.K^T reads K along n with a stride: its seeds include B packed (n a multiple of the tile's
+// columns), and those compute the same; the context's V is contiguous along n, no pack added.
+TEST(Attention, StridedKeysTakePackedSeeds) {
+    auto jit = Jit::create();
+    const Computation s = make_scores(1, 2, 32, 16);
+    int packed = 0;
+    for (const auto &seed : looptune::tune_seeds(s, 200, ActionSpace::preset("full"))) {
+        if (seed.name.find("pack") == std::string::npos) continue;
+        ++packed;
+        Program p = naive(s);
+        for (Action a : seed.actions) p = apply(p, a);
+        EXPECT_TRUE(tests::matches_reference(*jit, p)) << seed.name;
+    }
+    EXPECT_GT(packed, 0);
+    for (const auto &seed :
+         looptune::tune_seeds(make_context(1, 2, 32, 16), 200, ActionSpace::preset("full")))
+        EXPECT_EQ(seed.name.find("pack"), std::string::npos) << seed.name;
+}
+
 // Random legal action sequences over both kinds in both layouts (the layout space: pack
 // included), each verified against the reference, interpreted and compiled.
 TEST(Attention, RandomActionSequencesVerify) {
