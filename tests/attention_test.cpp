@@ -183,3 +183,26 @@ TEST(Attention, GenerateWritesThemAndTuneTakesTheirShapes) {
     EXPECT_TRUE(computation_of_shape("t", "context", {2, 4, 9, 8}) == make_context(2, 4, 9, 8));
     EXPECT_THROW(computation_of_shape("t", "scores", {1, 12, 128}), Error);
 }
+
+// The CLI: generate writes them, tune takes their shapes, and bad options are an error line.
+TEST(Attention, TheCliGeneratesAndTunesThem) {
+    tests::TempDir dir("attention_cli");
+    auto r = tests::run_cli(dir, "generate --kind context --dimA 2,8,4 --batch 1 --out ds");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(load_program_file(dir / "ds/context1_2_8_4").computation() ==
+                make_context(1, 2, 8, 4));
+    r = tests::run_cli(dir, "generate --kind scores --dimA 2,8 --out bad");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: --dimA '2,8': expected H_RANGE,T_RANGE,D_RANGE"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path / "bad"));
+    r = tests::run_cli(dir, "generate --kind mm --dimA 4,4 --dimB 4,4 --layout bhtd --out bad");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--layout is for --kind scores and context"), std::string::npos) << r.err;
+    r = tests::run_cli(dir, "tune --scores 1,2,16,8 --budget-s 0.2 --verify");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    r = tests::run_cli(dir, "tune --context 1,2,16");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("error: --context"), std::string::npos) << r.err;
+}
