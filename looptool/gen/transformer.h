@@ -2,7 +2,8 @@
 // program of its own: the projections, attention's two batched matmuls, softmax, the epilogues
 // (bias, GELU, residual add) and the layer normalizations. Every op reads layer tensors by name
 // and writes one, so running the nests in order runs the layer. The epilogues stay separate
-// nests here; a fuse (compute-at) action folds an epilogue into the matmul before it.
+// nests here (LayerOp::epilogue); fusion plugs in as one op in place of a matmul and its
+// epilogue: the fused computation reading both ops' inputs, writing the epilogue's output.
 #pragma once
 
 #include <cstdint>
