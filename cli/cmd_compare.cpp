@@ -30,7 +30,8 @@ void add_options(CLI::App *cmd, Opts &o) {
     cmd->add_option(
            "--methods", o.methods,
            "Comma-separated methods (also: policy, policy-greedy, policy-full, and the ablations "
-           "policy-noseeds, seeds; with --untrained: untrained, untrained-greedy, "
+           "policy-noseeds, seeds; onednn-matmul: oneDNN's matmul primitive on batched and "
+           "strided matmuls such as attention's; with --untrained: untrained, untrained-greedy, "
            "untrained-noseeds)")
         ->capture_default_str();
     cmd->add_option("--against", o.c.against,

@@ -15,13 +15,13 @@ namespace looptool::cli {
 namespace {
 
 struct GenerateOptions {
-    std::string kind = "mm", dim_a, dim_b, batch, out;
+    std::string kind = "mm", dim_a, dim_b, batch, out, layout = "bthd";
     RandomShapeSpec random;
     int random_count = 0;
     int64_t stride = 1, pad = 0;
     bool json = false;
     CLI::Option *random_opt = nullptr, *dim_a_opt = nullptr, *dim_b_opt = nullptr,
-                *stride_opt = nullptr, *pad_opt = nullptr;
+                *stride_opt = nullptr, *pad_opt = nullptr, *layout_opt = nullptr;
 };
 
 void print_written(const GenerateOptions &o, const std::vector<std::string> &paths,
@@ -46,6 +46,22 @@ int run_generate(GenerateOptions &o) {
     std::vector<MatmulShape> shapes;
     std::map<std::string, std::string> family;
     std::vector<std::string> paths;
+    const bool attention = o.kind == "scores" || o.kind == "context";
+    if (!attention && o.layout_opt->count() > 0)
+        throw Error("generate: --layout is for --kind scores and context");
+    if (attention) {
+        if (o.random_opt->count() > 0 || o.dim_b_opt->count() > 0 || o.dim_a.empty())
+            throw Error(fmt::format(
+                "generate --kind {}: give --dimA H_RANGE,T_RANGE,D_RANGE (heads, tokens, head "
+                "dimension) and optionally --batch B_RANGE",
+                o.kind));
+        const HeadLayout layout =
+            o.layout == "bhtd" ? HeadLayout::HeadsMajor : HeadLayout::TokenMajor;
+        paths = write_attention_dataset(o.kind, o.batch.empty() ? "1" : o.batch, o.dim_a, layout,
+                                        o.out);
+        print_written(o, paths, family);
+        return 0;
+    }
     if (o.kind != "mm" && o.kind != "bmm" && o.kind != "conv") {
         if (o.random_opt->count() > 0 || o.dim_b_opt->count() > 0 || o.dim_a.empty())
             throw Error(
@@ -95,8 +111,11 @@ Run add_generate(CLI::App &app) {
                     "Computation kind: mm (matmul), bmm (batched matmul: --dimA and --dimB as mm, "
                     "--batch), conv (conv2d; --stride, --pad), softmax or layernorm (over "
                     "each row of a ROWS x COLS input: --dimA ROWS_RANGE,COLS_RANGE), gelu or "
-                    "gelu-tanh (elementwise, the erf or tanh form; --dimA as softmax)")
-        ->check(CLI::IsMember({"mm", "bmm", "conv", "softmax", "layernorm", "gelu", "gelu-tanh"}))
+                    "gelu-tanh (elementwise, the erf or tanh form; --dimA as softmax), scores "
+                    "(attention's Q.K^T per head) or context (P.V per head): --dimA "
+                    "H_RANGE,T_RANGE,D_RANGE, --batch, --layout")
+        ->check(CLI::IsMember({"mm", "bmm", "conv", "softmax", "layernorm", "gelu", "gelu-tanh",
+                               "scores", "context"}))
         ->capture_default_str();
     auto *dim_a =
         cmd->add_option("--dimA", o->dim_a,
@@ -110,7 +129,15 @@ Run add_generate(CLI::App &app) {
                                 "conv: zero padding on each side of the image (below the kernel; "
                                 "1 for a 3x3 conv keeps the image's size at stride 1)")
                     ->capture_default_str();
-    cmd->add_option("--batch", o->batch, "bmm: B_RANGE, the batch sizes (e.g. attention's heads)");
+    cmd->add_option("--batch", o->batch,
+                    "bmm: B_RANGE, the batch sizes (e.g. attention's heads); scores, context: "
+                    "the sequences (default 1)");
+    o->layout_opt =
+        cmd->add_option("--layout", o->layout,
+                        "scores, context: where the heads sit in Q, K, V and the context: bthd "
+                        "(token-major, as a projection writes them) or bhtd (heads-major)")
+            ->check(CLI::IsMember({"bthd", "bhtd"}))
+            ->capture_default_str();
     auto *random = cmd->add_option(
         "--random", o->random_count,
         "Instead of ranges: N distinct seeded random shapes, 40% log-uniform over 1..4096 per "

@@ -60,7 +60,9 @@ struct Target {
 std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &matmuls,
                             const std::vector<std::string> &bmms,
-                            const std::vector<std::string> &convs) {
+                            const std::vector<std::string> &convs,
+                            const std::vector<std::string> &scores,
+                            const std::vector<std::string> &contexts) {
     std::vector<Target> out;
     for (const std::string &b : benches)
         out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
@@ -74,7 +76,12 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
     for (const std::string &s : matmuls) add("--matmul", "matmul", s, 3, 0);
     for (const std::string &s : bmms) add("--bmm", "bmm", s, 4, 0);
     for (const std::string &s : convs) add("--conv", "conv", s, 7, 2, 8);
-    if (out.empty()) throw Error("tune: nothing to tune (give --bench, --matmul, --bmm or --conv)");
+    for (const std::string &s : scores) add("--scores", "scores", s, 4, 0);
+    for (const std::string &s : contexts) add("--context", "context", s, 4, 0);
+    if (out.empty())
+        throw Error(
+            "tune: nothing to tune (give --bench, --matmul, --bmm, --conv, --scores or "
+            "--context)");
     return out;
 }
 
@@ -104,7 +111,7 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 }  // namespace
 
 struct TuneOptions {
-    std::vector<std::string> benches, matmuls, bmms, convs;
+    std::vector<std::string> benches, matmuls, bmms, convs, scores, contexts;
     std::string policy, store, library;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
@@ -122,6 +129,12 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
     cmd->add_option("--bmm", o.bmms,
                     "A batched matmul by its shape B,M,N,K (C[b] = A[b] B[b], attention's "
                     "Q.K^T and P.V per head; repeatable)");
+    cmd->add_option("--scores", o.scores,
+                    "Attention's Q.K^T per head by B,H,T,D (sequences, heads, tokens, head "
+                    "dimension; Q and K token-major [B, T, H, D]; repeatable)");
+    cmd->add_option("--context", o.contexts,
+                    "Attention's P.V per head by B,H,T,D (V and the output token-major; "
+                    "repeatable)");
     cmd->add_option("--conv", o.convs,
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW[,STRIDE[,PAD]] (images, input "
                     "channels, input rows and columns, output channels, kernel rows and columns; "
@@ -351,7 +364,8 @@ nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::
 }
 
 int run_tune(const TuneOptions &o) {
-    const std::vector<Target> todo = targets(o.benches, o.matmuls, o.bmms, o.convs);
+    const std::vector<Target> todo =
+        targets(o.benches, o.matmuls, o.bmms, o.convs, o.scores, o.contexts);
     Library library(o);
     Tuner tuner;
     nlohmann::json results = nlohmann::json::array();

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_primitive.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "experiments/compare_judge.h"
@@ -70,6 +71,7 @@ void check_config(const CompareConfig &c) {
         throw Error(
             fmt::format("compare: {} threads: give 1 or more (0: every usable core)", c.threads));
     std::vector<std::string> known = default_compare_methods();
+    known.push_back(bench::kOnednnMatmul);  // asked for by name: on matmuls "onednn" runs already
     for (const auto &[name, method] : c.extra_methods) known.push_back(name);
     for (const auto &m : c.methods)
         if (!contains(known, m))
@@ -267,7 +269,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &config) {
     if (rows.empty())  // every method a library of another kind of benchmark
         throw Error(fmt::format(
             "compare: none of the methods ({}) runs on the {} selected: openblas and onednn run "
-            "on matmuls only, onednn-conv-plain and -best on conv2d only, onednn-softmax, "
+            "on matmuls only, onednn-matmul on (batched, strided) matmuls, onednn-conv-plain and "
+            "-best on conv2d only, onednn-softmax, "
             "onednn-layernorm and copy on those row operations (copy: and GELU) only",
             fmt::join(c.methods, ", "), count_of(int64_t(files.size()), "benchmark")));
     write_summary(c, rows, run.peak());

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_primitive.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/check/interpreter.h"
@@ -65,6 +66,7 @@ std::function<double()> library_row(const std::string &bench, const std::string 
     if (auto layout = conv_library(m))
         return bench::onednn_conv_measurer(bench, *layout, *naive.comp);
     if (bench::is_rowop_method(m)) return bench::rowop_measurer(bench, m, *naive.comp);
+    if (m == bench::kOnednnMatmul) return bench::onednn_matmul_measurer(bench, *naive.comp);
     return library_measurer(
         bench, m, m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel, *naive.comp);
 }
@@ -116,13 +118,14 @@ std::vector<Action> tune(const CompareConfig &c, const Program &naive, CompareRo
 }  // namespace
 
 bool is_library(const std::string &method) {
-    return method == "openblas" || method == "onednn" || conv_library(method) ||
-           bench::is_rowop_method(method);
+    return method == "openblas" || method == "onednn" || method == bench::kOnednnMatmul ||
+           conv_library(method) || bench::is_rowop_method(method);
 }
 
 bool runs_on(const std::string &method, const Computation &c) {
     if (!is_library(method)) return true;
     if (bench::is_rowop_method(method)) return bench::rowop_method_runs_on(method, c);
+    if (method == bench::kOnednnMatmul) return bench::strided_matmul(c).has_value();
     return conv_library(method) ? bench::is_conv2d(c) : is_matmul(c);
 }
 

@@ -168,6 +168,18 @@ std::vector<TuneSeed> conv_seeds(const looptool::Computation &c, const ConvShape
     return candidates;
 }
 
+/// B's n is not its innermost dimension (attention's K in Q.K^T: n = j, rows H D floats apart):
+/// the tile's vector loads over n would be gathers, so each seed is also tried with B packed.
+bool b_strided_along_n(const looptool::Computation &c) {
+    const auto r = looptool::generated_matmul(c);
+    if (!r) return false;
+    for (const looptool::Statement &st : c.stmts)
+        if (st.value.op == looptool::OpKind::Mul)
+            for (const looptool::Expr &e : st.value.args)
+                if (e.access.tensor == r->b) return e.access.index.back().terms[0].var != r->n;
+    return false;
+}
+
 std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulShape &s) {
     std::vector<TuneSeed> candidates;
     // n = 1 (a GEMV on the other side): nothing in the tile family vectorizes; dot products,
@@ -179,13 +191,17 @@ std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulS
                                    Action::Down, Action::Vectorize}});
         return candidates;
     }
+    const bool strided = b_strided_along_n(c);
     for (const MatmulSeedRule &r : kMatmulRules) {
         if (!r.applies(s)) continue;
-        const TileSchedule t = r.schedule(s);
-        try {
-            candidates.push_back({"tile " + t.name(), tile_actions(c, t)});
-        } catch (const looptool::Error &) {
-            // not expressible for this shape
+        TileSchedule t = r.schedule(s);
+        for (int packed = 0; packed <= int(strided && !t.pack); ++packed) {
+            t.pack = t.pack || packed;
+            try {
+                candidates.push_back({"tile " + t.name(), tile_actions(c, t)});
+            } catch (const looptool::Error &) {
+                // not expressible for this shape
+            }
         }
     }
     return candidates;

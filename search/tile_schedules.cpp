@@ -74,7 +74,7 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
     const auto roles = looptool::generated_matmul(c);
     if (!roles) throw looptool::Error(fmt::format("{} is not a matmul in generate's form", c.name));
     const int M = roles->m, N = roles->n, K = roles->k;
-    const int top = roles->batch >= 0 ? 1 : 0;  // a batch loop stays outermost
+    const int top = int(roles->batch >= 0) + int(roles->batch2 >= 0);  // batch loops outermost
     const int64_t em = c.vars[size_t(M)].extent, en = c.vars[size_t(N)].extent,
                   ek = c.vars[size_t(K)].extent;
     Builder b(c);

@@ -301,7 +301,9 @@ TEST(CanonicalForm, GeneratesOwnFormAndOtherComputationsAreLeftAlone) {
     EXPECT_TRUE(generated_matmul(make_matmul(8, 16, 4)));
     EXPECT_FALSE(generated_form(make_elementwise_add(8, 16)));
     EXPECT_FALSE(generated_form(make_conv2d(1, 2, 6, 6, 3, 3, 3)));
-    // A transposed operand is another computation: not a matmul of generate's form.
+    // A transposed operand is a matmul with its own layout (as attention's K is): recognised,
+    // rewritten with generate's variable order, its tensors as they are, and the seeds compute
+    // the same function.
     const Program t = parse_program(R"(looptool-program 1
 name tr
 var m 8
@@ -317,8 +319,38 @@ loop n 16 0
 loop k 4 0
 cursor 0
 )");
-    EXPECT_FALSE(matmul_roles(t.computation()));
-    EXPECT_EQ(schedule_key(tuning_start(t)), schedule_key(Program::naive(t.comp)));
+    const auto r = matmul_roles(t.computation());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(t.computation().vars[size_t(r->k)].name, "k");
+    const auto g = generated_form(t.computation());
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->tensors[0].shape, (std::vector<int64_t>{4, 8}));
+    const Program start = tuning_start(t);
+    EXPECT_TRUE(same_function(t.computation(), start));
+    const auto seeds = looptune::tune_seeds(*g, 200, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    for (const auto &seed : seeds) {
+        Program p = start;
+        for (Action a : seed.actions) p = apply(p, a);
+        EXPECT_TRUE(same_function(t.computation(), p)) << seed.name;
+    }
+    // A variable in one operand only is no contraction of two matrices.
+    const Program outer = parse_program(R"(looptool-program 1
+name outer
+var m 8
+var n 16
+var k 4
+tensor A input 8 4
+tensor B input 16
+tensor C output 8 16
+stmt C[m, n] += A[m, k] * B[n]
+nest 0
+loop m 8 0
+loop n 16 0
+loop k 4 0
+cursor 0
+)");
+    EXPECT_FALSE(matmul_roles(outer.computation()));
 }
 
 }  // namespace

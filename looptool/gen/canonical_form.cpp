@@ -180,42 +180,47 @@ bool in_generated_form(const Computation &c, const std::vector<int> &order, int 
 
 std::optional<MatmulRoles> matmul_roles(const Computation &c) {
     const auto k = contraction(c, 3);
-    if (!k || k->pad || c.vars.size() < 3 || c.vars.size() > 4) return std::nullopt;
+    if (!k || k->pad || c.vars.size() < 3 || c.vars.size() > 5) return std::nullopt;
     const Statement &s = *k->product;
-    std::vector<int> o = plain_vars(c, s.out), x = plain_vars(c, s.value.args[0].access),
-                     y = plain_vars(c, s.value.args[1].access);
-    const size_t dims = c.vars.size() - 1;  // 2, or 3 with a batch variable first
+    const std::vector<int> o = plain_vars(c, s.out), x = plain_vars(c, s.value.args[0].access),
+                           y = plain_vars(c, s.value.args[1].access);
+    const size_t dims = c.vars.size() - 1;  // the output's: the batches, m and n
     if (o.size() != dims || x.size() != dims || y.size() != dims) return std::nullopt;
-    int batch = -1;
-    if (dims == 3) {
-        batch = o[0];
-        if (x[0] != batch || y[0] != batch) return std::nullopt;
-        for (auto *v : {&o, &x, &y}) v->erase(v->begin());
-    }
-    const int m = o[0], n = o[1];
-    if (m == n || m == batch || n == batch) return std::nullopt;
+    auto has = [](const std::vector<int> &v, int var) {
+        return std::find(v.begin(), v.end(), var) != v.end();
+    };
+    // A batch variable indexes all three tensors; m and n are the output's others, in its order.
+    std::vector<int> batches, mn;
+    for (int v : o) (has(x, v) && has(y, v) ? batches : mn).push_back(v);
+    if (mn.size() != 2) return std::nullopt;
+    const int m = mn[0], n = mn[1];
     for (int swap = 0; swap < 2; ++swap) {
         const std::vector<int> &av = swap ? y : x, &bv = swap ? x : y;
-        const int k_var = av[1];
-        if (av[0] == m && bv[1] == n && bv[0] == k_var && k_var != m && k_var != n &&
-            k_var != batch)
-            return MatmulRoles{m,
-                               n,
-                               k_var,
-                               s.value.args[swap].access.tensor,
-                               s.value.args[1 - swap].access.tensor,
-                               k->out,
-                               k->temp,
-                               batch};
+        if (!has(av, m) || has(av, n) || !has(bv, n) || has(bv, m)) continue;
+        int k_var = -1;  // A's variable that is neither a batch nor m
+        for (int v : av)
+            if (v != m && !has(batches, v)) k_var = v;
+        if (k_var < 0 || !has(bv, k_var) || has(o, k_var)) continue;
+        MatmulRoles r{m,
+                      n,
+                      k_var,
+                      s.value.args[swap].access.tensor,
+                      s.value.args[1 - swap].access.tensor,
+                      k->out,
+                      k->temp};
+        if (!batches.empty()) r.batch = batches[0];
+        if (batches.size() > 1) r.batch2 = batches[1];
+        return r;
     }
     return std::nullopt;
 }
 
 namespace {
 
-/// generate's declaration order of a matmul's variables: (batch,) m, k, n.
+/// generate's declaration order of a matmul's variables: (batch, (batch2,)) m, k, n.
 std::vector<int> matmul_order(const MatmulRoles &r) {
     std::vector<int> order{r.m, r.k, r.n};
+    if (r.batch2 >= 0) order.insert(order.begin(), r.batch2);
     if (r.batch >= 0) order.insert(order.begin(), r.batch);
     return order;
 }

@@ -10,23 +10,27 @@
 
 namespace looptool {
 
-/// The roles of a matmul C[m, n] (+)= A[m, k] * B[k, n], or of a batched one C[b, m, n] (+)=
-/// A[b, m, k] * B[b, k, n]: variable and tensor indices. `temp` is the temporary of the
-/// two-statement form, -1 in the one-statement form; `batch` -1 for a plain matmul.
+/// The roles of a matmul C[m, n] (+)= A[m, k] * B[k, n], or of a batched one over one or two
+/// batch variables, each tensor's dimensions in any order (attention's S[b, h, i, j] += Q[b, i, h,
+/// d] * K[b, j, h, d]: batches b and h, m = i, n = j, k = d): variable and tensor indices. m is
+/// the output's first variable of the two that are not batches. `temp` is the temporary of the
+/// two-statement form, -1 in the one-statement form; `batch` -1 for a plain matmul, `batch2` -1
+/// unless there are two batch variables (in the output's order).
 struct MatmulRoles {
     int m = 0, n = 0, k = 0;
     int a = 0, b = 0, out = 0, temp = -1;
-    int batch = -1;
+    int batch = -1, batch2 = -1;
 };
 
-/// c's roles when it is a matmul in either form: one statement C[m, n] += A[m, k] * B[k, n], or
-/// T[m, n] += A[m, k] * B[k, n] then C[m, n] = T[m, n]; each access one variable per
-/// dimension covering it, the product's operands in either order, no other tensor.
+/// c's roles when it is a matmul in either form: one statement C[..] += A[..] * B[..], or
+/// T[..] += A[..] * B[..] then C[..] = T[..]; each access one variable per dimension covering
+/// it (in any order), a batch variable in all three, m in C and A, n in C and B, k in A and B,
+/// the product's operands in either order, no other tensor.
 std::optional<MatmulRoles> matmul_roles(const Computation &c);
 
 /// c's roles when it is already in generate's form: two statements, the product's operands
 /// A then B, variables declared m, k, n (so its naive nest is generate's: m, k, n then m, n),
-/// a batch variable first (make_bmm).
+/// batch variables first (make_bmm, make_scores, make_context).
 std::optional<MatmulRoles> generated_matmul(const Computation &c);
 
 /// The roles of a conv2d Y[n, m, ho, wo] (+)= X[n, c, s ho + kh, s wo + kw] * W[m, c, kh, kw] in

@@ -158,6 +158,30 @@ std::vector<std::string> write_rowop_dataset(const std::string &kind, std::strin
     return write_dataset(comps, dir);
 }
 
+std::vector<std::string> write_attention_dataset(const std::string &kind, std::string_view batch,
+                                                 std::string_view dim_a, HeadLayout layout,
+                                                 const std::string &dir) {
+    if (kind != "scores" && kind != "context")
+        throw Error(fmt::format("generate: '{}' is no attention matmul (scores, context)", kind));
+    const auto d = split_on(dim_a, ',');
+    if (d.size() != 3)
+        throw Error(
+            fmt::format("--dimA '{}': expected H_RANGE,T_RANGE,D_RANGE for {}", dim_a, kind));
+    const auto bs = parse_range(batch), hs = parse_range(d[0]), ts = parse_range(d[1]),
+               ds = parse_range(d[2]);
+    if (double(bs.size()) * double(hs.size()) * double(ts.size()) * double(ds.size()) > 1e6)
+        throw Error("the ranges give more than 1,000,000 shapes");
+    std::vector<ComputationPtr> comps;  // built first: a bad shape writes nothing
+    for (int64_t b : bs)
+        for (int64_t h : hs)
+            for (int64_t t : ts)
+                for (int64_t e : ds)
+                    comps.push_back(std::make_shared<const Computation>(
+                        kind == "scores" ? make_scores(b, h, t, e, layout)
+                                         : make_context(b, h, t, e, layout)));
+    return write_dataset(comps, dir);
+}
+
 std::string ConvShape::name() const {
     return fmt::format("conv{}_{}_{}_{}__{}_{}_{}_{}{}{}", n, c, h, w, m, c, kh, kw,
                        stride == 1 ? "" : fmt::format("_s{}", stride),
@@ -224,7 +248,8 @@ Computation make_padded_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int6
 
 Computation computation_of_shape(const std::string &who, const std::string &kind,
                                  const std::vector<int64_t> &d) {
-    const bool conv = kind == "conv", bmm = kind == "bmm";
+    const bool conv = kind == "conv", attention = kind == "scores" || kind == "context";
+    const bool bmm = kind == "bmm" || attention;
     if (!conv && !bmm && kind != "matmul")
         throw Error(fmt::format("{}: no computation kind '{}'", who, kind));
     const bool count_ok =
@@ -245,6 +270,9 @@ Computation computation_of_shape(const std::string &who, const std::string &kind
                  d[6] > d[3] + 2 * (d.size() > 8 ? d[8] : 0)))
         throw Error(
             fmt::format("{}: kernel {}x{} larger than the (padded) image", who, d[5], d[6]));
+    if (attention)
+        return kind == "scores" ? make_scores(d[0], d[1], d[2], d[3])
+                                : make_context(d[0], d[1], d[2], d[3]);
     if (conv)
         return make_padded_conv2d(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d.size() > 7 ? d[7] : 1,
                                   d.size() > 8 ? d[8] : 0);

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "looptool/gen/attention.h"
 #include "looptool/ir/loop_tree.h"
 
 namespace looptool {
@@ -49,6 +50,14 @@ std::vector<std::string> write_bmm_dataset(const std::vector<int64_t> &batches,
                                            const std::vector<MatmulShape> &shapes,
                                            const std::string &dir);
 
+/// One attention matmul per (batch, heads, tokens, head dim) of the ranges: `kind` "scores"
+/// (make_scores) or "context" (make_context), written into `dir` like write_matmul_dataset
+/// (nothing written if any shape is bad). `dim_a` is H_RANGE,T_RANGE,D_RANGE, `batch` B_RANGE.
+/// Throws Error naming what is wrong.
+std::vector<std::string> write_attention_dataset(const std::string &kind, std::string_view batch,
+                                                 std::string_view dim_a, HeadLayout layout,
+                                                 const std::string &dir);
+
 /// make_conv2d with stride `stride` (X[n, c, s ho + kh, s wo + kw], ho = (h - kh) / s + 1),
 /// valid padding; make_conv2d's own computation for stride 1.
 Computation make_strided_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int64_t kh,
@@ -65,9 +74,10 @@ Computation make_padded_conv2d(int64_t n, int64_t ci, int64_t h, int64_t w, int6
 
 /// A computation given by its kind and extents, as `tune --matmul/--bmm/--conv` and Python's
 /// tune(matmul=, bmm=, conv=) give it: "matmul" M, N, K (B, M, N, K: batched), "bmm" B, M, N,
-/// K, "conv" N, CI, H, W, CO, KH, KW[, STRIDE[, PAD]] (make_padded_conv2d). Throws Error starting
-/// with `who` for another count, an extent outside [1, kMaxExtent], a padding not below the
-/// kernel or a kernel larger than the padded image.
+/// K, "scores" and "context" B, H, T, D (make_scores, make_context, token-major), "conv" N, CI, H,
+/// W, CO, KH, KW[, STRIDE[, PAD]] (make_padded_conv2d). Throws Error starting with `who` for
+/// another count, an extent outside [1, kMaxExtent], a padding not below the kernel or a kernel
+/// larger than the padded image.
 Computation computation_of_shape(const std::string &who, const std::string &kind,
                                  const std::vector<int64_t> &d);
 
