@@ -43,11 +43,6 @@ void spin_then_wait(const std::atomic<T> &a, Pred done) {
 
 }  // namespace
 
-int usable_cores() {
-    const size_t n = allowed_cpus().size();
-    return n > 0 ? int(n) : 1;
-}
-
 ThreadPool::ThreadPool(int threads)
     : threads_(threads < 1 ? 1 : threads),
       claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))),

@@ -16,9 +16,6 @@
 
 namespace looptool {
 
-/// The cores the calling process may run on (sched_getaffinity), at least 1.
-int usable_cores();
-
 class ThreadPool {
 public:
     /// A chunk of a parallel loop: iterations [begin, end).
