@@ -48,6 +48,21 @@ ThreadPool::ThreadPool(int threads)
       claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))),
       cpus_(allowed_cpus()) {}
 
+std::vector<std::vector<int>> ThreadPool::worker_cpus() {
+    std::lock_guard<std::mutex> lock(running_);  // not while a job re-pins them
+    std::vector<std::vector<int>> out;
+    for (auto &t : workers_) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        std::vector<int> cpus;
+        if (pthread_getaffinity_np(t.native_handle(), sizeof(set), &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE; ++c)
+                if (CPU_ISSET(c, &set)) cpus.push_back(c);
+        out.push_back(std::move(cpus));
+    }
+    return out;
+}
+
 ThreadPool::~ThreadPool() {
     stop_.store(true);
     generation_.fetch_add(1, std::memory_order_release);
@@ -56,7 +71,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::start() {
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    for (int i = 1; i < threads_; ++i) {
+        workers_.emplace_back([this, i] { worker(i); });
+        pthread_setname_np(workers_.back().native_handle(), "looptool-pool");  // top -H, tests
+    }
 }
 
 // Each worker on its own core, none on the caller's: a worker sharing the caller's core would
