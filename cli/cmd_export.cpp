@@ -37,7 +37,8 @@ Program export_schedule(const ExportCliOptions &o, std::vector<std::string> &app
         p = load_program_file(o.schedule);
         looptune::check_schedule_of(bench, o.bench, p, o.schedule);
     } else if (o.tune) {
-        const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        const std::string path =
+            o.policy.empty() ? looptune::default_policy_path(o.threads) : o.policy;
         looptune::Policy policy = looptune::Policy::load(path);
         looptune::EnvConfig cfg;
         cfg.threads = o.threads;  // with N > 1 the seeds include parallel ones

@@ -292,7 +292,9 @@ struct Tuner {
     looptune::Environment &ready(const TuneOptions &o) {
         if (env) return *env;
         const auto t_load = std::chrono::steady_clock::now();
-        path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        path = o.policy.empty()
+                   ? looptune::default_policy_path(looptune::resolve_threads(o.threads))
+                   : o.policy;
         policy.emplace(looptune::Policy::load(path));
         looptune::EnvConfig base;
         base.store_path = o.store;

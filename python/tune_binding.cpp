@@ -83,7 +83,7 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
             py::gil_scoped_acquire acquire;
             return library_answer_dict(*a, lib->path());
         }
-    const std::string path = policy.value_or(looptune::default_policy_path());
+    const std::string path = policy.value_or(looptune::default_policy_path(threads));
     looptune::Policy pol = looptune::Policy::load(path);
     looptune::EnvConfig base;
     base.store_path = store.value_or("");

@@ -9,6 +9,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "test_util.h"
+#include "tune/policy.h"
 #include "tune/schedule_library_use.h"
 #include "util/threads.h"
 
@@ -87,4 +88,27 @@ TEST(Threads, LibraryMachineKeysOnThreads) {
     EXPECT_NE(looptune::library_machine(2), looptune::library_machine(1));
     EXPECT_NE(looptune::library_machine(2).find("|threads=2"), std::string::npos);
     EXPECT_NE(looptune::library_machine(2), looptune::library_machine(3));
+}
+
+// Above one thread `tune` takes the shipped `threads` policy (it may choose `parallel` too),
+// and every kernel it compiles is checked against the reference (--verify); on one thread the
+// `full` one.
+TEST(Threads, TuneOnTwoThreadsTakesTheThreadsPolicyAndVerifies) {
+    tests::TempDir dir("threads_tune");
+    for (const char *threads : {"2", "1"}) {
+        SCOPED_TRACE(threads);
+        // No $LOOPTUNE_POLICY nor an adapted policy of this machine's to take instead.
+        const tests::RunResult r =
+            tests::run_program(dir, "env",
+                               "-u LOOPTUNE_POLICY XDG_CACHE_HOME='" + dir.path.string() +
+                                   "' '" LOOPTOOL_CLI "' tune --threads " + threads +
+                                   " --matmul 64,96,48 --budget-s 0.2 --verify --json");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        const std::string policy = j.at("policy");
+        EXPECT_EQ(policy, looptune::shipped_policy_path(std::stoi(threads)));
+        EXPECT_GE(j.at("gflops").get<double>(), j.at("base_gflops").get<double>());
+        const auto meta = looptune::Policy::load(policy).info();
+        EXPECT_EQ(meta.action_space, std::string(threads) == "2" ? "threads" : "full");
+    }
 }
