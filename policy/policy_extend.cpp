@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "env/observations.h"
 #include "looptool/actions/actions.h"
 #include "looptool/ir/error.h"
-#include "env/observations.h"
 #include "policy/plain_qnet.h"
 
 namespace looptune {
@@ -96,12 +96,12 @@ PolicyFile extend_policy(const PolicyFile &policy, const std::string &to_space) 
         else if (name == "advantage.2.bias")
             n.data = widen_rows(t->data, 1, old);
         else if (name == "mlp.0.weight" || name == "globals_in.weight")
-            n.data = widen_columns(*t, shape[1], name == "mlp.0.weight" ? net.flat_size() -
-                                                                              net.globals_size()
-                                                                        : 0,
-                                   old_net.num_actions, old);
+            n.data = widen_columns(
+                *t, shape[1], name == "mlp.0.weight" ? net.flat_size() - net.globals_size() : 0,
+                old_net.num_actions, old);
         else
-            throw looptool::Error(fmt::format("tensor {}: shape does not follow the actions", name));
+            throw looptool::Error(
+                fmt::format("tensor {}: shape does not follow the actions", name));
         out.tensors.push_back(std::move(n));
     }
     meta["action_space"] = to.name;
