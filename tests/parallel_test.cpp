@@ -387,3 +387,23 @@ TEST(Parallel, SeedsComeWithParallelVariantsAboveOneThread) {
     }
     EXPECT_EQ(size_t(variants) + one.size(), two.size());
 }
+
+// A conv of one image: its batch loop, outermost in the seeds, gives way to the loop below it,
+// which runs in parallel; every such variant matches the reference.
+TEST(Parallel, ConvSeedsOfOneImageComeWithParallelVariants) {
+    const Program conv = naive(make_conv2d(1, 16, 18, 18, 32, 3, 3));
+    const ActionSpace full = ActionSpace::preset("full");
+    const auto two = looptune::tune_seeds(conv.computation(), 200, full, false, 2);
+    int variants = 0;
+    for (const auto &s : two) {
+        if (s.name.find(" parallel") == std::string::npos) continue;
+        ++variants;
+        Program p = conv;
+        for (Action a : s.actions) p = apply(p, a);
+        bool marked = false;
+        for (const auto &nest : p.tree.nests) marked = marked || nest.loops[0].parallel;
+        EXPECT_TRUE(marked) << s.name;
+        EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
+    }
+    EXPECT_GT(variants, 0);
+}
