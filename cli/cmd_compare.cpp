@@ -9,6 +9,7 @@
 #include "experiments/compare.h"
 #include "looptool/ir/error.h"
 #include "tune/guided_search.h"
+#include "util/threads.h"
 
 namespace looptool::cli {
 
@@ -18,7 +19,7 @@ struct Opts {
     looptune::CompareConfig c;
     std::string split = "test", methods, benchmarks, policy, untrained;
     bool json = false, no_plots = false;
-    CLI::Option *benchmarks_option = nullptr;
+    CLI::Option *benchmarks_option = nullptr, *space_option = nullptr;
 };
 
 void add_options(CLI::App *cmd, Opts &o) {
@@ -49,9 +50,10 @@ void add_options(CLI::App *cmd, Opts &o) {
     cmd->add_option("--seed", o.c.seed, "Random seed")
         ->capture_default_str()
         ->check(unsigned_int());
-    cmd->add_option("--space", o.c.space,
-                    "Action space: looptune, full or layout (full + flatten, pack)")
-        ->capture_default_str();
+    o.space_option = cmd->add_option("--space", o.c.space,
+                                     "Action space: looptune, full, layout (full + flatten, pack) "
+                                     "or threads (layout + parallel; the default above 1 thread)")
+                         ->capture_default_str();
     cmd->add_option("--store", o.c.store_path, "SQLite measurement store shared by the searches");
     cmd->add_option("--limit", o.c.limit, "Only the first N benchmarks of the split (0: all)")
         ->capture_default_str()
@@ -99,10 +101,13 @@ void add_options(CLI::App *cmd, Opts &o) {
 // that file's network: trained against untrained with everything else equal.
 void add_policy_methods(Opts &o, const std::string &prefix, const std::string &path) {
     auto policy = std::make_shared<std::optional<looptune::Policy>>();
-    auto load = [policy, path]() -> const looptune::Policy & {
+    // In the `threads` space (the default above one thread) the policy that chooses the
+    // parallel loop too.
+    const int threads = o.c.space == "threads" ? looptune::resolve_threads(o.c.threads) : 1;
+    auto load = [policy, path, threads]() -> const looptune::Policy & {
         if (!*policy)
-            policy->emplace(
-                looptune::Policy::load(path.empty() ? looptune::default_policy_path() : path));
+            policy->emplace(looptune::Policy::load(
+                path.empty() ? looptune::default_policy_path(threads) : path));
         return **policy;
     };
     for (const char *suffix : {"", "-greedy", "-full", "-noseeds", "seeds"}) {
@@ -176,6 +181,8 @@ Run add_compare(CLI::App &app) {
             throw Error(
                 fmt::format("compare: --benchmarks '{}' names no benchmark", o->benchmarks));
         o->c.methods = split_list(o->methods);
+        if (o->space_option->count() == 0 && looptune::resolve_threads(o->c.threads) > 1)
+            o->c.space = "threads";
         add_policy_methods(*o, "policy", o->policy);
         if (!o->untrained.empty()) add_policy_methods(*o, "untrained", o->untrained);
         const bool tty = ::isatty(2);

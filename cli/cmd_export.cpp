@@ -6,15 +6,15 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
-#include "looptool/jit/thread_pool.h"
 #include "tune/policy.h"
+#include "util/threads.h"
 
 namespace looptool::cli {
 
 struct ExportCliOptions {
     std::string bench, actions, actions_file, schedule, policy, out, cpu, name;
     bool tune = false, naive = false, json = false;
-    int threads = 1;
+    int threads = 0;  // add_threads_option sets the default
 };
 
 namespace {
@@ -37,7 +37,8 @@ Program export_schedule(const ExportCliOptions &o, std::vector<std::string> &app
         p = load_program_file(o.schedule);
         looptune::check_schedule_of(bench, o.bench, p, o.schedule);
     } else if (o.tune) {
-        const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        const std::string path =
+            o.policy.empty() ? looptune::default_policy_path(o.threads) : o.policy;
         looptune::Policy policy = looptune::Policy::load(path);
         looptune::EnvConfig cfg;
         cfg.threads = o.threads;  // with N > 1 the seeds include parallel ones
@@ -84,7 +85,7 @@ Run add_export(CLI::App &app) {
     add_threads_option(cmd, o->threads);
     cmd->add_flag("--json", o->json, "Machine-readable output");
     return [o] {
-        if (o->threads == 0) o->threads = usable_cores();
+        o->threads = looptune::resolve_threads(o->threads);
         std::vector<std::string> applied;
         const Program p = export_schedule(*o, applied);
         ExportOptions opts;

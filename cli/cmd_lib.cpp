@@ -5,9 +5,9 @@
 #include "env/store/schedule_library.h"
 #include "lib/kernel_library.h"
 #include "looptool/ir/error.h"
-#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "tune/schedule_library_use.h"
+#include "util/threads.h"
 
 namespace looptool::cli {
 
@@ -17,7 +17,7 @@ struct LibCliOptions {
     std::string store, out, machine, cpu, block = "64,128,256";
     int align = 4;
     bool json = false;
-    int threads = 1;
+    int threads = 0;  // add_threads_option sets the default
 };
 
 std::array<int64_t, 3> parse_block(const std::string &text) {
@@ -42,7 +42,7 @@ int run_lib_build(const LibCliOptions &o) {
     opts.out = o.out;
     opts.cpu = o.cpu;
     opts.block = parse_block(o.block);
-    opts.threads = o.threads == 0 ? usable_cores() : o.threads;
+    opts.threads = looptune::resolve_threads(o.threads);
     // tune files N-thread schedules under the machine plus |threads=N.
     opts.machine = o.machine.empty() ? looptune::library_machine(opts.threads) : o.machine;
     opts.align = o.align;
@@ -104,12 +104,9 @@ Run add_lib(CLI::App &app) {
         ->add_option("--block", o->block,
                      "M,N,K of the block kernel lt_sgemm tiles other shapes over")
         ->capture_default_str();
-    build
-        ->add_option("--threads", o->threads,
-                     "Threads the kernels' parallel loops run on (0: every usable core); above "
-                     "1 the default machine is this one's N-thread library (tune --threads N)")
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1024));
+    add_threads_option(build, o->threads,
+                       "; above 1 the default machine is this one's N-thread library (tune "
+                       "--threads N)");
     build
         ->add_option("--align", o->align,
                      "Bytes the kernels assume their pointers aligned to: 4 takes any float "

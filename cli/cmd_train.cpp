@@ -7,6 +7,8 @@
 #include "cli/validators.h"
 #include "experiments/plot.h"
 #include "looptool/ir/error.h"
+#include "policy/policy_extend.h"
+#include "policy/policy_file.h"
 #include "rl/metrics.h"
 #include "rl/trainer.h"
 #include "tune/policy.h"
@@ -121,9 +123,11 @@ void add_train_run_options(CLI::App *cmd, looptune::TrainConfig &c) {
     cmd->add_option("--demo-margin", c.demo_margin, "Large-margin loss margin for demonstrations")
         ->capture_default_str()
         ->check(non_negative());
-    cmd->add_option("--space", c.action_space, "Action space: looptune or full")
+    cmd->add_option("--space", c.action_space,
+                    "Action space: looptune, full, layout or threads (with --adapt: the starting "
+                    "policy widened to it, `policy extend`)")
         ->capture_default_str()
-        ->check(CLI::IsMember({"looptune", "full"}));
+        ->check(CLI::IsMember({"looptune", "full", "layout", "threads"}));
     cmd->add_option("--episode-steps", c.max_steps, "Actions per episode")
         ->capture_default_str()
         ->check(int_in(1, looptune::kMaxEpisodeSteps));
@@ -308,8 +312,17 @@ void print_train(const TrainOptions &o, const looptune::TrainSummary &s, const s
 // the user gave none (a short run from a trained start explores less than one from scratch).
 void apply_adapt(TrainOptions &o) {
     auto &c = o.c;
+    auto unset = [&](const char *flag) { return o.cmd->get_option(flag)->count() == 0; };
     if (c.init_policy.empty()) c.init_policy = looptune::shipped_policy_path();
-    const looptune::PolicyInfo info = looptune::Policy::load(c.init_policy).info();
+    looptune::PolicyInfo info = looptune::Policy::load(c.init_policy).info();
+    if (!unset("--space") && c.action_space != info.action_space) {
+        // Widened to the asked space, written into the run directory and started from.
+        std::filesystem::create_directories(c.out_dir);
+        const std::string extended = c.out_dir + "/extended.policy";
+        looptune::extend_policy_file(c.init_policy, c.action_space, extended);
+        c.init_policy = extended;
+        info = looptune::Policy::load(c.init_policy).info();
+    }
     c.action_space = info.action_space;
     c.max_steps = info.max_steps;
     c.max_loops = info.max_loops;
@@ -318,7 +331,6 @@ void apply_adapt(TrainOptions &o) {
     c.hidden = net.value("hidden", c.hidden);
     c.gnn_hidden = net.value("gnn_hidden", c.gnn_hidden);
     c.gnn_rounds = net.value("gnn_rounds", c.gnn_rounds);
-    auto unset = [&](const char *flag) { return o.cmd->get_option(flag)->count() == 0; };
     if (unset("--max-seconds")) c.max_seconds = 600;
     if (unset("--steps")) c.steps = int64_t(1) << 40;
     if (unset("--lr")) c.lr = c.lr / 10;
@@ -333,13 +345,15 @@ void apply_adapt(TrainOptions &o) {
 // Installs the adapted policy for this machine when side by side it was not slower; says
 // which, and why not otherwise.
 void install_adapted(const TrainOptions &o, const looptune::TrainSummary &s) {
-    const std::string to = looptune::adapted_policy_path();
+    // A `threads` policy goes where runs on N > 1 threads look (one file for every N).
+    const int threads = o.c.action_space == "threads" ? 2 : 1;
+    const std::string to = looptune::adapted_policy_path(threads);
     if (o.no_install || to.empty()) return;
     if (s.adapt_gain > 0 && s.adapt_gain < 1) {
         fmt::print(stderr,
                    "not installed: side by side the trained network reaches {:.3f}x the initial "
                    "one (tune keeps {})\n",
-                   s.adapt_gain, looptune::default_policy_path());
+                   s.adapt_gain, looptune::default_policy_path(threads));
         return;
     }
     std::filesystem::create_directories(std::filesystem::path(to).parent_path());

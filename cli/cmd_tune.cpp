@@ -13,12 +13,12 @@
 #include "looptool/gen/canonical_form.h"
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
-#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
 #include "tune/guided_search.h"
 #include "tune/schedule_library_use.h"
 #include "util/stats.h"
+#include "util/threads.h"
 
 namespace looptool::cli {
 
@@ -115,7 +115,7 @@ struct TuneOptions {
     std::string policy, store, library;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
-    int threads = 1;
+    int threads = 0;  // add_threads_option sets the default
     looptune::GuidedConfig guided;
 };
 
@@ -305,7 +305,9 @@ struct Tuner {
     looptune::Environment &ready(const TuneOptions &o) {
         if (env) return *env;
         const auto t_load = std::chrono::steady_clock::now();
-        path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+        path = o.policy.empty()
+                   ? looptune::default_policy_path(looptune::resolve_threads(o.threads))
+                   : o.policy;
         policy.emplace(looptune::Policy::load(path));
         looptune::EnvConfig base;
         base.store_path = o.store;
@@ -328,9 +330,7 @@ struct Library {
         std::string warning;
         lib = looptune::open_tune_library(o.library, o.store, &warning);
         if (!warning.empty()) fmt::print(stderr, "warning: {}\n", warning);
-        if (lib)
-            machine =
-                looptune::library_machine(o.threads == 0 ? looptool::usable_cores() : o.threads);
+        if (lib) machine = looptune::library_machine(looptune::resolve_threads(o.threads));
     }
 };
 

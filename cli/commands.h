@@ -62,8 +62,9 @@ void add_max_memory_option(CLI::App *cmd, int64_t &bytes);
 /// The environment options of the commands that step and measure (read, search, validate):
 /// --space (default full), --store, --verify and --max-memory, written into `cfg`.
 void add_env_options(CLI::App *cmd, looptune::EnvConfig &cfg);
-/// Adds --threads (0: every usable core; default 1) filling `threads`.
-void add_threads_option(CLI::App *cmd, int &threads);
+/// Adds --threads filling `threads`, first set to default_threads() (util/threads.h); 0 also
+/// stands for it. `more` ends the help text.
+void add_threads_option(CLI::App *cmd, int &threads, const std::string &more = "");
 
 /// Adds --tolerance: the factor on the verification's error bound, checked finite and >= 0.
 void add_tolerance_option(CLI::App *cmd, double &factor);

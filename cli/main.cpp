@@ -12,6 +12,7 @@
 #include "env/environment.h"
 #include "looptool/check/verify.h"
 #include "looptool/ir/error.h"
+#include "util/threads.h"
 
 namespace looptool::cli {
 void print_json(const nlohmann::json &j) { std::cout << j.dump(2) << std::endl; }
@@ -55,10 +56,13 @@ void add_max_memory_option(CLI::App *cmd, int64_t &bytes) {
             ""));
 }
 
-void add_threads_option(CLI::App *cmd, int &threads) {
+void add_threads_option(CLI::App *cmd, int &threads, const std::string &more) {
+    threads = looptune::default_threads();
     cmd->add_option("--threads", threads,
-                    "Threads a parallel loop runs on (0: every core the process may use); the "
-                    "roof is this many times the single-core peak")
+                    "Threads a parallel loop runs on (default and 0: every core the process may "
+                    "use; 1: single-thread kernels); the roof is this many times the single-core "
+                    "peak" +
+                        more)
         ->capture_default_str()
         ->check(CLI::Range(0, 1024));
 }

@@ -21,10 +21,10 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
-#include "looptool/jit/thread_pool.h"
 #include "looptool/measure/measure.h"
 #include "search/search.h"
 #include "util/stats.h"
+#include "util/threads.h"
 
 namespace looptune {
 
@@ -255,7 +255,7 @@ void CompareRun::benchmark(const std::string &file) {
 
 std::vector<CompareRow> run_compare(const CompareConfig &config) {
     CompareConfig c = config;
-    if (c.threads == 0) c.threads = looptool::usable_cores();
+    c.threads = looptune::resolve_threads(c.threads);
     check_config(c);
     bench::set_library_threads(c.threads);
     const std::vector<std::string> files = select_files(c);

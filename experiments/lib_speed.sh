@@ -33,9 +33,9 @@ fi
 args=()
 for s in $shapes; do args+=(--matmul "$s"); done
 echo "tuning ${#args[@]} / 2 shapes into $out/store.sqlite (budget ${budget}s each)" >&2
-taskset -c "$core" "$build/cli/looptool" tune "${args[@]}" --store "$out/store.sqlite" \
+taskset -c "$core" "$build/cli/looptool" tune --threads 1 "${args[@]}" --store "$out/store.sqlite" \
     --library "$out/store.sqlite" \
     --budget-s "$budget" > "$out/tune.log"
-"$build/cli/looptool" lib build --store "$out/store.sqlite" --out "$out/lib" > "$out/lib_build.log"
+"$build/cli/looptool" lib build --threads 1 --store "$out/store.sqlite" --out "$out/lib" > "$out/lib_build.log"
 taskset -c "$core" "$build/benchmarks/lib_bench" --store "$out/store.sqlite" --lib "$out/lib" --cpu-time |
     tee "$out/lib_bench.txt"

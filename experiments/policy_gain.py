@@ -62,7 +62,7 @@ def main():
 
     tune_json = os.path.join(a.out, "tune.json")
     if not os.path.exists(tune_json):
-        cmd = pin + [looptool, "tune", "--json"] + (["--policy", a.policy] if a.policy else [])
+        cmd = pin + [looptool, "tune", "--threads", "1", "--json"] + (["--policy", a.policy] if a.policy else [])
         for f in files:
             cmd += ["--bench", f]
         print(f"tune on {len(files)} shapes ...", flush=True)

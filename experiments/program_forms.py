@@ -100,7 +100,7 @@ def run(cmd):
 
 
 def tune(looptool, pin, path):
-    r = run(pin + [looptool, "tune", "--bench", path, "--json", "--library", "off"])
+    r = run(pin + [looptool, "tune", "--threads", "1", "--bench", path, "--json", "--library", "off"])
     return json.loads(r.stdout)["best_actions"]
 
 

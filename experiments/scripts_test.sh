@@ -61,7 +61,7 @@ grep -q "^2 shapes: policy / onednn geomean 1.000, lowest 0.500 (mmA); policy se
     "$tmp/ratios" || fail "compare_ratios.py: $(tail -1 "$tmp/ratios")"
 
 # chosen_side_by_side.py: one tune run against itself, the chosen kernel timed twice beside oneDNN.
-"$build/cli/looptool" tune --bench "$tmp/data/mm24_32_48" --json > "$tmp/t.json" 2> /dev/null ||
+"$build/cli/looptool" tune --threads 1 --bench "$tmp/data/mm24_32_48" --json > "$tmp/t.json" 2> /dev/null ||
     fail "tune --json failed"
 "$py" "$here/chosen_side_by_side.py" --a "$tmp/t.json" --b "$tmp/t.json" --out "$tmp/sbs" \
     --rounds 1 --core 0 --build "$build" > "$tmp/sbs.log" 2>&1 ||

@@ -25,11 +25,11 @@
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/export.h"
-#include "looptool/jit/thread_pool.h"
 #include "python/kernel_call.h"
 #include "python/numpy_alignment.h"
 #include "python/tune_binding.h"
 #include "tune/guided_search.h"
+#include "util/threads.h"
 
 namespace py = pybind11;
 using namespace looptool;
@@ -370,7 +370,7 @@ py::dict py_export(const std::string &benchmark, const std::string &out,
         throw Error(
             fmt::format("export: threads={}: give 1 or more (0: every usable core)", threads));
     ExportOptions o;
-    o.lower.threads = threads == 0 ? usable_cores() : threads;
+    o.lower.threads = looptune::resolve_threads(threads);
     o.cpu = cpu.value_or("");
     o.name = name.value_or("");
     const ExportedKernel k = export_kernel(schedule_of(benchmark, actions, schedule), o);
@@ -411,10 +411,11 @@ PYBIND11_MODULE(_core, m) {
     bind_kernel_calls(m);
     bind_numpy_alignment(m);
     m.def("measure", &py_measure, py::arg("benchmark"), py::arg("actions") = py::none(),
-          py::arg("schedule") = py::none(), py::arg("verify") = true, py::arg("threads") = 1);
+          py::arg("schedule") = py::none(), py::arg("verify") = true, py::arg("threads") = 0);
     m.def("export", &py_export, py::arg("benchmark"), py::arg("out"),
           py::arg("actions") = py::none(), py::arg("schedule") = py::none(),
-          py::arg("cpu") = py::none(), py::arg("name") = py::none(), py::arg("threads") = 1);
+          py::arg("cpu") = py::none(), py::arg("name") = py::none(), py::arg("threads") = 0);
+    m.def("default_threads", &looptune::default_threads);
     m.def(
         "action_names",
         [](const std::string &space) { return action_names(ActionSpace::preset(space).actions); },

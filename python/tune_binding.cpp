@@ -7,9 +7,9 @@
 #include "looptool/actions/actions.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
-#include "looptool/jit/thread_pool.h"
 #include "tune/guided_search.h"
 #include "tune/schedule_library_use.h"
+#include "util/threads.h"
 
 namespace py = pybind11;
 using namespace looptool;
@@ -72,7 +72,7 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
     if (threads < 0)
         throw Error(
             fmt::format("tune: threads={}: give 1 or more (0: every usable core)", threads));
-    if (threads == 0) threads = usable_cores();
+    threads = looptune::resolve_threads(threads);
     const Program start = tune_start(benchmark, matmul, conv);
     py::gil_scoped_release release;
     std::string warning;  // the default library could not be opened: tuned without it
@@ -83,7 +83,7 @@ py::dict py_tune(const std::optional<std::string> &benchmark, std::optional<std:
             py::gil_scoped_acquire acquire;
             return library_answer_dict(*a, lib->path());
         }
-    const std::string path = policy.value_or(looptune::default_policy_path());
+    const std::string path = policy.value_or(looptune::default_policy_path(threads));
     looptune::Policy pol = looptune::Policy::load(path);
     looptune::EnvConfig base;
     base.store_path = store.value_or("");
@@ -113,5 +113,5 @@ void bind_tune(py::module_ &m) {
     m.def("tune", &py_tune, py::arg("benchmark") = py::none(), py::arg("policy") = py::none(),
           py::arg("store") = py::none(), py::arg("budget_s") = looptune::GuidedConfig{}.budget_s,
           py::arg("greedy") = false, py::arg("matmul") = py::none(), py::arg("conv") = py::none(),
-          py::arg("library") = py::none(), py::arg("retune") = false, py::arg("threads") = 1);
+          py::arg("library") = py::none(), py::arg("retune") = false, py::arg("threads") = 0);
 }

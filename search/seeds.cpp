@@ -223,12 +223,17 @@ std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const T
     p.cursor = 0;
     bool work = false;
     for (size_t n = 0; n < p.tree.nests.size(); ++n) {
-        const looptool::Loop &l = p.tree.nests[n].loops[0];
         const int at = p.tree.flat({int(n), 0});
         Program q = p;
         q.cursor = at;
+        // An outermost loop of one iteration (a batch of one) gives way to the loop below it.
+        const bool one = q.tree.nests[n].loops[0].size == 1 && q.tree.nests[n].loops[0].tail == 0;
+        const bool swap = one && looptool::is_legal(q, Action::SwapDown);
+        if (swap) q = looptool::apply(looptool::apply(q, Action::SwapDown), Action::Up);
+        const looptool::Loop &l = q.tree.nests[n].loops[0];
         if (l.size + (l.tail > 0) < threads || !looptool::is_legal(q, Action::Parallel)) continue;
         out.actions.insert(out.actions.end(), size_t(at - p.cursor), Action::Down);
+        if (swap) out.actions.insert(out.actions.end(), {Action::SwapDown, Action::Up});
         p = looptool::apply(q, Action::Parallel);
         out.actions.push_back(Action::Parallel);
         for (int st : p.tree.nests[n].stmts)

@@ -52,7 +52,7 @@ TEST(CliHostile, ValuesBeyondTheirTypeAndDisallowedCombinationsAreRefused) {
     // --dataset searches a split "instead": with --bench too, one of them would be ignored.
     expect_refused(dir, "search --bench ds/mm8_8_8 --dataset ds", "excludes");
     // The help says looptune or full; the layout space's actions change the network's input.
-    expect_refused(dir, "train --dataset ds --out run --space layout", "--space");
+    expect_refused(dir, "train --dataset ds --out run --space everything", "--space");
     expect_refused(dir, "train --dataset ds --out run --episode-steps 100000", "--episode-steps");
     // Arguments for a job that would wait in a queue are checked now.
     expect_refused(dir, "slurm-train --out run --dry-run -- --dataset ds --bogus-option",

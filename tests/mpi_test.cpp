@@ -146,7 +146,8 @@ const std::string kPatientMpirun = kMpirun + " --mca odls_base_sigkill_timeout 5
 
 /// The tiny settings of tests/rl_test.cpp's tiny_training, as train options.
 const std::string kSettings =
-    "--distributed mpi --actors 1 --episode-steps 6 --hidden 32 --gnn-hidden 16 --batch 16 "
+    "--threads 1 --distributed mpi --actors 1 --episode-steps 6 --hidden 32 --gnn-hidden 16 "
+    "--batch 16 "
     "--learning-starts 32 "
     "--replay 1000 --eval-benchmarks 2 --no-plots";
 const std::string kTiny = "train --dataset data --trainer apex " + kSettings;

@@ -5,8 +5,13 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -254,7 +259,110 @@ TEST(Parallel, ThePoolRunsEveryIterationOnceInContiguousChunks) {
             if (chunk_of(i) == chunk_of(i - 1))
                 EXPECT_EQ(seen.who[size_t(i)], seen.who[size_t(i - 1)]) << i << " of " << n;
     }
-    EXPECT_GE(usable_cores(), 1);
+}
+
+namespace {
+
+std::vector<int> allowed_cpus() {
+    cpu_set_t set;
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+/// Pins the calling thread to one core until destroyed, as the measurement protocol does.
+struct PinnedTo {
+    cpu_set_t saved;
+    explicit PinnedTo(int cpu) {
+        sched_getaffinity(0, sizeof(saved), &saved);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        EXPECT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    }
+    ~PinnedTo() { sched_setaffinity(0, sizeof(saved), &saved); }
+};
+
+/// The threads of this process (/proc/self/task).
+std::set<int> process_tids() {
+    std::set<int> tids;
+    for (const auto &e : std::filesystem::directory_iterator("/proc/self/task"))
+        tids.insert(std::stoi(e.path().filename().string()));
+    return tids;
+}
+
+std::vector<int> cpus_of(int tid) {
+    cpu_set_t set;
+    std::vector<int> cpus;
+    if (sched_getaffinity(tid, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
+
+/// Checks the workers' affinity masks against a caller on `caller` and the creator's cores
+/// `allowed`: each worker may run on cores the creator may use, none on the caller's, so the
+/// caller and the workers cover distinct cores.
+void expect_spread(const std::vector<std::vector<int>> &workers, int caller,
+                   const std::vector<int> &allowed) {
+    std::set<int> covered{caller};
+    for (const auto &cpus : workers) {
+        ASSERT_FALSE(cpus.empty());
+        for (int c : cpus) {
+            EXPECT_NE(c, caller) << "a worker may share the caller's core";
+            EXPECT_NE(std::find(allowed.begin(), allowed.end(), c), allowed.end()) << c;
+            covered.insert(c);
+        }
+    }
+    if (!workers.empty()) {
+        EXPECT_GE(covered.size(), 2u);
+    }
+}
+
+}  // namespace
+
+// The workers of a pool made by a thread that may use several cores go to other cores than
+// the caller's, even when the caller is pinned to one core at the first parallel call (as a
+// measurement pins it): a pool that inherited that core would run both chunks on it.
+// Timing-free: it reads the affinity masks the OS holds.
+TEST(Parallel, ThePoolsWorkersAreOnOtherCoresThanAPinnedCaller) {
+    const std::vector<int> allowed = allowed_cpus();
+    if (allowed.size() < 2) GTEST_SKIP() << "one core: nothing to spread over";
+    for (int threads : {2, int(allowed.size()), int(allowed.size()) + 1}) {
+        SCOPED_TRACE(fmt::format("{} threads", threads));
+        ThreadPool pool(threads);
+        EXPECT_TRUE(pool.worker_cpus().empty()) << "workers start at the first parallel call";
+        for (int caller : {allowed.back(), allowed.front()}) {  // then moved: re-pinned
+            PinnedTo pin(caller);
+            pool.run([](void *, int64_t, int64_t) {}, nullptr, threads);
+            const auto workers = pool.worker_cpus();
+            EXPECT_EQ(workers.size(), size_t(threads - 1));
+            expect_spread(workers, caller, allowed);
+        }
+    }
+}
+
+// The same through a Jit and a parallel kernel: the pool threads its first parallel call
+// starts (named looptool-pool).
+TEST(Parallel, AJitsParallelKernelRunsOnOtherCoresThanAPinnedCaller) {
+    const std::vector<int> allowed = allowed_cpus();
+    if (allowed.size() < 2) GTEST_SKIP() << "one core: nothing to spread over";
+    JitOptions o;
+    o.threads = 2;
+    std::unique_ptr<Jit> jit = Jit::create(o);  // made while every allowed core is usable
+    const Program p = parallel_at(tests::matmul_program(32, 48, 16), 0);
+    const std::set<int> before = process_tids();
+    PinnedTo pin(allowed.front());
+    EXPECT_TRUE(matches_reference(*jit, p));
+    std::vector<std::vector<int>> started;
+    for (int tid : process_tids())
+        if (!before.count(tid) &&
+            tests::slurp(fmt::format("/proc/self/task/{}/comm", tid)) == "looptool-pool\n")
+            started.push_back(cpus_of(tid));
+    ASSERT_EQ(started.size(), 1u) << "one worker for 2 threads";
+    expect_spread(started, allowed.front(), allowed);
 }
 
 // With threads > 1 every matmul tile seed also comes with its outermost loops parallel, first;
@@ -278,4 +386,24 @@ TEST(Parallel, SeedsComeWithParallelVariantsAboveOneThread) {
         EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
     }
     EXPECT_EQ(size_t(variants) + one.size(), two.size());
+}
+
+// A conv of one image: its batch loop, outermost in the seeds, gives way to the loop below it,
+// which runs in parallel; every such variant matches the reference.
+TEST(Parallel, ConvSeedsOfOneImageComeWithParallelVariants) {
+    const Program conv = naive(make_conv2d(1, 16, 18, 18, 32, 3, 3));
+    const ActionSpace full = ActionSpace::preset("full");
+    const auto two = looptune::tune_seeds(conv.computation(), 200, full, false, 2);
+    int variants = 0;
+    for (const auto &s : two) {
+        if (s.name.find(" parallel") == std::string::npos) continue;
+        ++variants;
+        Program p = conv;
+        for (Action a : s.actions) p = apply(p, a);
+        bool marked = false;
+        for (const auto &nest : p.tree.nests) marked = marked || nest.loops[0].parallel;
+        EXPECT_TRUE(marked) << s.name;
+        EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
+    }
+    EXPECT_GT(variants, 0);
 }

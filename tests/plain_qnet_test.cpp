@@ -17,6 +17,7 @@
 #include "env/rl_state.h"
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
+#include "policy/policy_extend.h"
 #include "rl/policy_convert.h"
 #include "rl/qnet.h"
 #include "test_util.h"
@@ -159,6 +160,21 @@ TEST(PlainQNet, AConvertedGnnPolicyGivesLibTorchsQValuesAndRollouts) {
     const int states = compare_on_rollouts(nets, mixed_benchmarks(dir), 2);
     EXPECT_GT(states, 50);
     expect_same_greedy_rollouts(nets, corpus("mm64_256_16_range", 20, 109));
+}
+
+// The shipped policy widened to the `threads` space (policy/policy_extend.h), as `policy
+// extend` writes it, and the shipped `threads` policy fine-tuned from it: LibTorch's Q-values
+// and greedy rollouts.
+TEST(PlainQNet, TheWidenedAndTheShippedThreadsPoliciesAreLibTorchs) {
+    TempDir dir("plain_threads");
+    extend_policy_file(shipped_policy_path(), "threads", dir / "wide.policy");
+    for (const std::string path : {dir / "wide.policy", shipped_policy_path(2)}) {
+        SCOPED_TRACE(path);
+        BothNets nets(path);
+        ASSERT_EQ(nets.policy.info().action_space, "threads");
+        EXPECT_GT(compare_on_rollouts(nets, mixed_benchmarks(dir), 4), 100);
+        expect_same_greedy_rollouts(nets, corpus("mm64_256_16_range", 20, 109));
+    }
 }
 
 TEST(PlainQNet, AStateOfTheWrongWidthOrWithoutItsGraphIsAnError) {

@@ -136,11 +136,12 @@ PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
     return r;
 }
 
-std::string shipped_policy_path() {
-    return std::string(LOOPTUNE_SOURCE_DIR) + "/policies/default.policy";
+std::string shipped_policy_path(int threads) {
+    return std::string(LOOPTUNE_SOURCE_DIR) +
+           (threads > 1 ? "/policies/threads.policy" : "/policies/default.policy");
 }
 
-std::string adapted_policy_path() {
+std::string adapted_policy_path(int threads) {
     std::string dir;
     if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
         dir = xdg;
@@ -151,14 +152,19 @@ std::string adapted_policy_path() {
     std::string name = machine_fingerprint(looptool::machine_peak_gflops());
     for (char &ch : name)
         if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
-    return dir + "/looptune/policies/" + name + ".policy";
+    return dir + "/looptune/policies/" + name + (threads > 1 ? "-threads" : "") + ".policy";
 }
 
-std::string default_policy_path() {
+std::string default_policy_path(int threads) {
     if (const char *p = std::getenv("LOOPTUNE_POLICY"); p && *p) return p;
-    if (const std::string adapted = adapted_policy_path();
-        !adapted.empty() && std::filesystem::exists(adapted))
-        return adapted;
+    const auto exists = [](const std::string &p) {
+        return !p.empty() && std::filesystem::exists(p);
+    };
+    if (threads > 1) {  // the policies that also choose the parallel loop
+        if (exists(adapted_policy_path(threads))) return adapted_policy_path(threads);
+        if (exists(shipped_policy_path(threads))) return shipped_policy_path(threads);
+    }
+    if (exists(adapted_policy_path())) return adapted_policy_path();
     return shipped_policy_path();
 }
 

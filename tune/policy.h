@@ -71,14 +71,17 @@ struct RolloutHooks {
 PolicyTuneResult tune_with_policy(const Policy &policy, Environment &env,
                                   const looptool::Program &start, const RolloutHooks &hooks = {});
 
-/// The policy shipped in the repository (policies/default.policy).
-std::string shipped_policy_path();
+/// The policy shipped in the repository for `threads`: policies/default.policy (action space
+/// `full`) for 1, policies/threads.policy (`threads`: it also chooses which loop runs in
+/// parallel) above 1.
+std::string shipped_policy_path(int threads = 1);
 /// Where `train --adapt` installs the policy it fine-tuned on this machine:
-/// $XDG_CACHE_HOME/looptune/policies/ (else ~/.cache/...) named after machine_fingerprint();
-/// "" when there is no cache directory. A new CPU, peak or kernel code is a new name.
-std::string adapted_policy_path();
-/// $LOOPTUNE_POLICY if set, else this machine's adapted policy if there is one, else the
-/// shipped one.
-std::string default_policy_path();
+/// $XDG_CACHE_HOME/looptune/policies/ (else ~/.cache/...) named after machine_fingerprint(),
+/// with -threads for the policy of runs on more than one thread; "" when there is no cache
+/// directory. A new CPU, peak or kernel code is a new name.
+std::string adapted_policy_path(int threads = 1);
+/// $LOOPTUNE_POLICY if set, else this machine's adapted policy for `threads` if there is one,
+/// else the shipped one for `threads` (the 1-thread ones when no other exists).
+std::string default_policy_path(int threads = 1);
 
 }  // namespace looptune

@@ -14,7 +14,7 @@
 # the node to be idle, then checks:
 #   1. a trivial job (`sbatch --wrap hostname`) runs and writes its output, and a two-task
 #      `srun --mpi=pmix` step starts both ranks (how slurm-train starts several trainers);
-#   2. `looptool slurm-train ... -- --trainer apex --actors 1 --steps 300` on a small generated
+#   2. `looptool slurm-train ... -- --threads 1 --trainer apex --actors 1 --steps 300` on a small generated
 #      dataset completes and leaves checkpoint.pt and metrics.csv in the run directory;
 #   3. `scontrol requeue` of that job starts it again, appending to the same log, and the
 #      trainer says it resumed from the checkpoint;
@@ -235,9 +235,9 @@ elif [ ! -x "$LOOPTOOL" ] || ! "$LOOPTOOL" train --help >/dev/null 2>&1; then
 else
   RUN="$T/run"
   "$LOOPTOOL" generate --dimA 64:128:32,100 --dimB 100,64:128:32 --out "$T/data" >/dev/null
-  log "looptool slurm-train --out $RUN --time 00:05:00 -- --dataset $T/data --trainer apex --actors 1 --steps $STEPS --learning-starts 100"
+  log "looptool slurm-train --out $RUN --time 00:05:00 -- --dataset $T/data --threads 1 --trainer apex --actors 1 --steps $STEPS --learning-starts 100"
   out="$(cd "$T/jobs" && run_marked "$LOOPTOOL" slurm-train --out "$RUN" --time 00:05:00 -- \
-    --dataset "$T/data" --trainer apex --actors 1 --steps "$STEPS" --learning-starts 100)"
+    --dataset "$T/data" --threads 1 --trainer apex --actors 1 --steps "$STEPS" --learning-starts 100)"
   echo "$out"
   id="$(sed -n 's/^submitted batch job \([0-9]*\)$/\1/p' <<<"$out")"
   joblog="$RUN/slurm-$id.out"
@@ -267,7 +267,7 @@ else
   # checkpoint written before the kill and finishes the step budget.
   RUN2="$T/run-midway"
   out="$(cd "$T/jobs" && run_marked "$LOOPTOOL" slurm-train --out "$RUN2" --time 00:10:00 --job-name looptune-midway -- \
-    --dataset "$T/data" --trainer apex --actors 1 --steps "$MID_STEPS" --learning-starts 100 --checkpoint-every 100)"
+    --dataset "$T/data" --threads 1 --trainer apex --actors 1 --steps "$MID_STEPS" --learning-starts 100 --checkpoint-every 100)"
   id="$(sed -n 's/^submitted batch job \([0-9]*\)$/\1/p' <<<"$out")"
   joblog="$RUN2/slurm-$id.out"
   for _ in $(seq 600); do
@@ -297,7 +297,7 @@ else
   else
     RUN3="$T/run-2tasks"
     out="$(cd "$T/jobs" && run_marked "$LOOPTOOL" slurm-train --ntasks-per-node 2 --out "$RUN3" --time 00:05:00 \
-      --job-name looptune-2tasks -- --dataset "$T/data" --trainer apex --actors 1 --steps "$STEPS" --learning-starts 100)"
+      --job-name looptune-2tasks -- --dataset "$T/data" --threads 1 --trainer apex --actors 1 --steps "$STEPS" --learning-starts 100)"
     id="$(sed -n 's/^submitted batch job \([0-9]*\)$/\1/p' <<<"$out")"
     s="$(wait_job "$id" 600)"
     log "two-task job $id $s; its log:"; sed 's/^/    /' "$RUN3/slurm-$id.out" >&2 || true

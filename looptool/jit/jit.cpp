@@ -27,6 +27,7 @@
 #include "looptool/lower/lower_math.h"
 #include "looptool/lower/lower_runtime.h"
 #include "looptool/lower/optimize.h"
+#include "util/threads.h"
 
 namespace looptool {
 namespace {
@@ -154,7 +155,7 @@ std::unique_ptr<Jit> Jit::create(JitOptions options) {
     if (options.threads < 0)
         throw Error(
             fmt::format("threads {}: must be 0 (every usable core) or more", options.threads));
-    impl->options.lower.threads = options.threads == 0 ? usable_cores() : options.threads;
+    impl->options.lower.threads = looptune::resolve_threads(options.threads);
     if (impl->options.lower.threads > 1) {
         impl->pool = std::make_unique<ThreadPool>(impl->options.lower.threads);
         impl->define_pool_symbols();

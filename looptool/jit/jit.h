@@ -31,7 +31,7 @@ struct JitOptions {
     LowerOptions lower;
     /// Threads a `parallel` loop runs on, the caller's included (thread_pool.h): the Jit's
     /// pool has threads - 1 workers, started at the first parallel call. 0: the cores the
-    /// process may use (usable_cores()). 1: parallel marks are ignored, no pool.
+    /// process may use (default_threads(), util/threads.h). 1: parallel marks are ignored, no pool.
     int threads = 0;
     /// Compiled kernels kept at most; past it the least recently used one is freed. Every
     /// kernel holds a few memory mappings, and a long training run compiles tens of

@@ -43,15 +43,25 @@ void spin_then_wait(const std::atomic<T> &a, Pred done) {
 
 }  // namespace
 
-int usable_cores() {
-    const size_t n = allowed_cpus().size();
-    return n > 0 ? int(n) : 1;
-}
-
 ThreadPool::ThreadPool(int threads)
     : threads_(threads < 1 ? 1 : threads),
       claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))),
       cpus_(allowed_cpus()) {}
+
+std::vector<std::vector<int>> ThreadPool::worker_cpus() {
+    std::lock_guard<std::mutex> lock(running_);  // not while a job re-pins them
+    std::vector<std::vector<int>> out;
+    for (auto &t : workers_) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        std::vector<int> cpus;
+        if (pthread_getaffinity_np(t.native_handle(), sizeof(set), &set) == 0)
+            for (int c = 0; c < CPU_SETSIZE; ++c)
+                if (CPU_ISSET(c, &set)) cpus.push_back(c);
+        out.push_back(std::move(cpus));
+    }
+    return out;
+}
 
 ThreadPool::~ThreadPool() {
     stop_.store(true);
@@ -61,7 +71,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::start() {
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+    for (int i = 1; i < threads_; ++i) {
+        workers_.emplace_back([this, i] { worker(i); });
+        pthread_setname_np(workers_.back().native_handle(), "looptool-pool");  // top -H, tests
+    }
 }
 
 // Each worker on its own core, none on the caller's: a worker sharing the caller's core would

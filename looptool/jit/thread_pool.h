@@ -16,9 +16,6 @@
 
 namespace looptool {
 
-/// The cores the calling process may run on (sched_getaffinity), at least 1.
-int usable_cores();
-
 class ThreadPool {
 public:
     /// A chunk of a parallel loop: iterations [begin, end).
@@ -31,6 +28,9 @@ public:
     ThreadPool &operator=(const ThreadPool &) = delete;
 
     int threads() const { return threads_; }
+    /// Each started worker's CPU affinity as the OS holds it (pthread_getaffinity_np): the
+    /// cores it may run on. Empty before the first parallel call.
+    std::vector<std::vector<int>> worker_cpus();
     /// Runs body over [0, n) in min(threads, n) contiguous chunks. A call made while another
     /// runs (from another thread) runs its chunks on the caller alone: correct, only slower.
     void run(Body body, void *ctx, int64_t n);

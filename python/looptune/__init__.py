@@ -19,8 +19,8 @@ from ._core import Error, action_names
 from .spaces import Box, Dict, Discrete, Env, HAVE_GYMNASIUM
 from .kernels import KernelError, KernelLibrary, aligned_arrays, aligned_empty, load_library
 
-__all__ = ["LoopToolEnv", "Error", "tune", "measure", "export", "action_names", "HAVE_GYMNASIUM",
-           "load_library", "KernelLibrary", "KernelError", "aligned_empty",
+__all__ = ["LoopToolEnv", "Error", "tune", "measure", "export", "action_names", "default_threads",
+           "HAVE_GYMNASIUM", "load_library", "KernelLibrary", "KernelError", "aligned_empty",
            "aligned_arrays"]
 
 ENV_ID = "looptune/LoopTool-v0"
@@ -49,7 +49,7 @@ class LoopToolEnv(Env):
 
     def __init__(self, benchmark=None, dataset=None, split="train", action_space="full", max_steps=16,
                  store=None, max_loops=10, verify=False, measure=True, graph=False, render_mode=None,
-                 matmul=None, conv=None, illegal_action="raise", illegal_penalty=-1.0, threads=1):
+                 matmul=None, conv=None, illegal_action="raise", illegal_penalty=-1.0, threads=None):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, "
                              f"not {render_mode!r}")
@@ -144,15 +144,24 @@ class LoopToolEnv(Env):
 __version__ = _core.__version__
 
 
+def default_threads():
+    """The threads parallel loops run on when none is given: every core this process may use
+    (sched_getaffinity), as the CLI's --threads default."""
+    return _core.default_threads()
+
+
 def _threads(threads):
-    """threads= of Env, tune, measure and export: an int >= 0 (0: every usable core)."""
+    """threads= of Env, tune, measure and export: None or 0 (every usable core:
+    default_threads()), or an int >= 1 (1: single-thread kernels)."""
+    if threads is None:
+        return default_threads()
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise Error(f"threads={threads!r}: give an int, 1 or more (0: every usable core)")
-    return threads
+    return default_threads() if threads == 0 else threads
 
 
 def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, matmul=None,
-         conv=None, library=None, retune=False, bmm=None, threads=1):
+         conv=None, library=None, retune=False, bmm=None, threads=None):
     """`looptool tune`: a trained policy (default: the shipped one) guides a measured search of
     `budget_s` seconds (`greedy`: its greedy rollout only) on a benchmark file, or on a matmul
     `matmul=(M, N, K)`, a batched matmul `bmm=(B, M, N, K)` or a conv2d
@@ -161,7 +170,8 @@ def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, ma
     "found_by", "greedy_gflops", "greedy_actions", "seconds", "call_seconds" (docs/python.md).
     A computation tuned before on this machine is answered from the schedule library (`library`:
     a store path or "off"; default as `looptool tune`), "from_library" True, unless `retune`.
-    `threads`: the threads parallel loops run on (0: every usable core), as `tune --threads`."""
+    `threads`: the threads parallel loops run on (default: every usable core; 1: single-thread
+    kernels), as `tune --threads`."""
     def extents(shape):
         return None if shape is None else [int(v) for v in shape]
     if bmm is not None:
@@ -177,14 +187,14 @@ def tune(benchmark=None, policy=None, store=None, budget_s=0.5, greedy=False, ma
                       None if library is None else str(library), bool(retune), _threads(threads))
 
 
-def measure(benchmark, actions=None, schedule=None, verify=True, threads=1):
+def measure(benchmark, actions=None, schedule=None, verify=True, threads=None):
     """GFLOPS of a schedule: the benchmark's own, or after `actions` ("split_8,down,..."), or
     the one in `schedule` (a program file); checked against the reference when verify."""
     return _core.measure(str(benchmark), actions, None if schedule is None else str(schedule), verify,
                          _threads(threads))
 
 
-def export(benchmark, out, actions=None, schedule=None, cpu=None, name=None, threads=1):
+def export(benchmark, out, actions=None, schedule=None, cpu=None, name=None, threads=None):
     """`looptool export`: writes NAME.o, .h, .ll, .s and .program into `out` (and
     looptool_threads.c for a kernel whose parallel loops run on `threads` > 1)."""
     return _core.export(str(benchmark), str(out), actions, None if schedule is None else str(schedule), cpu, name,

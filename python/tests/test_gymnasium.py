@@ -34,7 +34,7 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
     """With or without Gymnasium (then with the stand-in spaces)."""
 
     def test_sampling_under_the_mask_only_draws_legal_actions(self):
-        env = looptune.LoopToolEnv(benchmark=bench("mm64_80_64"), max_steps=12, measure=False)
+        env = looptune.LoopToolEnv(benchmark=bench("mm64_80_64"), max_steps=12, measure=False, threads=1)
         env.action_space.seed(11)
         obs, info = env.reset(seed=11)
         episodes = 0
@@ -55,7 +55,7 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
 
     def test_penalty_mode_leaves_the_state_unchanged(self):
         env = looptune.LoopToolEnv(benchmark=bench(), max_steps=200, measure=False,
-                                   illegal_action="penalty", illegal_penalty=-0.5)
+                                   illegal_action="penalty", illegal_penalty=-0.5, threads=1)
         rng = np.random.default_rng(4)
         obs, info = env.reset(seed=4)
         illegal_seen = legal_seen = 0
@@ -85,30 +85,30 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
         self.assertGreater(legal_seen, 10)
 
     def test_raise_mode_refuses_an_illegal_action_and_bad_options_are_named(self):
-        env = looptune.LoopToolEnv(benchmark=bench(), measure=False)
+        env = looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=1)
         obs, info = env.reset()
         illegal = int(np.flatnonzero(env.action_masks() == 0)[0])
         with self.assertRaisesRegex(looptune.Error, "illegal action"):
             env.step(illegal)
         self.assertEqual(env.history(), [])
-        penalty = looptune.LoopToolEnv(benchmark=bench(), measure=False, illegal_action="penalty")
+        penalty = looptune.LoopToolEnv(benchmark=bench(), measure=False, illegal_action="penalty", threads=1)
         penalty.reset()
         for e in (env, penalty):  # an index outside the space raises in either mode
             with self.assertRaisesRegex(looptune.Error, "out of range"):
                 e.step(e.action_space.n)
         with self.assertRaisesRegex(looptune.Error, "illegal_action must be"):
-            looptune.LoopToolEnv(benchmark=bench(), illegal_action="ignore")
+            looptune.LoopToolEnv(benchmark=bench(), illegal_action="ignore", threads=1)
         for bad in (0.5, 0.0, float("nan")):
             with self.assertRaisesRegex(looptune.Error, "illegal_penalty"):
-                looptune.LoopToolEnv(benchmark=bench(), illegal_action="penalty", illegal_penalty=bad)
+                looptune.LoopToolEnv(benchmark=bench(), illegal_action="penalty", illegal_penalty=bad, threads=1)
         with self.assertRaisesRegex(ValueError, "render_mode"):
-            looptune.LoopToolEnv(benchmark=bench(), render_mode="human")
+            looptune.LoopToolEnv(benchmark=bench(), render_mode="human", threads=1)
         with self.assertRaisesRegex(ValueError, "unknown options"):
             env.reset(options={"benchmrk": bench()})
 
     def test_no_step_after_the_episode_ends_until_reset(self):
         for mode in ("raise", "penalty"):
-            env = looptune.LoopToolEnv(benchmark=bench(), max_steps=2, measure=False, illegal_action=mode)
+            env = looptune.LoopToolEnv(benchmark=bench(), max_steps=2, measure=False, illegal_action=mode, threads=1)
             env.reset(seed=0)
             down = env.action_names.index("down")
             self.assertFalse(env.step(down)[3])
@@ -121,7 +121,7 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
             self.assertFalse(env.step(down)[3])
 
     def test_a_seed_draws_as_gymnasiums_generator_does(self):
-        env = looptune.LoopToolEnv(dataset=MM, split="test", measure=False)
+        env = looptune.LoopToolEnv(dataset=MM, split="test", measure=False, threads=1)
         files = env.benchmarks
         draws = lambda seed: [env.reset(seed=seed if i == 0 else None)[1]["benchmark"] for i in range(6)]
         first = draws(7)
@@ -136,16 +136,16 @@ class MasksPenaltyAndEndTest(unittest.TestCase):
         self.assertIs(env.unwrapped, env)
 
     def test_a_computation_by_its_shape(self):
-        env = looptune.LoopToolEnv(matmul=(32, 48, 16), measure=False)
+        env = looptune.LoopToolEnv(matmul=(32, 48, 16), measure=False, threads=1)
         obs, info = env.reset(seed=0)
         self.assertEqual(env.benchmarks, [])
         self.assertIn("m", env.render())
         self.assertIn(obs, env.observation_space)
         with self.assertRaisesRegex(looptune.Error, "LoopToolEnv: matmul takes 3 "):
-            looptune.LoopToolEnv(matmul=(32, 48))
+            looptune.LoopToolEnv(matmul=(32, 48), threads=1)
         with self.assertRaisesRegex(looptune.Error, "exactly one"):
-            looptune.LoopToolEnv(benchmark=bench(), matmul=(32, 48, 16))
-        conv = looptune.LoopToolEnv(conv=(1, 3, 8, 8, 4, 3, 3), measure=False)
+            looptune.LoopToolEnv(benchmark=bench(), matmul=(32, 48, 16), threads=1)
+        conv = looptune.LoopToolEnv(conv=(1, 3, 8, 8, 4, 3, 3), measure=False, threads=1)
         self.assertIn(conv.reset()[0], conv.observation_space)
 
 
@@ -169,7 +169,7 @@ class GymnasiumTest(unittest.TestCase):
     def test_check_env_runs_its_step_determinism_check_without_measurements(self):
         # No spec (made directly), so check_env also steps twice from one seed and compares;
         # unmeasured, the rewards and infos are deterministic.
-        env = looptune.LoopToolEnv(benchmark=bench(), measure=False, illegal_action="penalty")
+        env = looptune.LoopToolEnv(benchmark=bench(), measure=False, illegal_action="penalty", threads=1)
         warned = self.check(env)
         self.assertEqual([w for w in warned if "not having a spec" not in w], [])
 

@@ -30,7 +30,7 @@ class MisuseTest(unittest.TestCase):
     def test_state_before_reset_raises(self):
         p = run_python(
             "import looptune\n"
-            f"env = looptune.LoopToolEnv(benchmark={bench()!r}, measure=False)\n"
+            f"env = looptune.LoopToolEnv(benchmark={bench()!r}, measure=False, threads=1)\n"
             "for f in (env.program, env.render, env.history, lambda: env.gflops, env.verify,\n"
             "          lambda: env.step(0)):\n"
             "    try:\n"
@@ -44,7 +44,7 @@ class MisuseTest(unittest.TestCase):
     def test_one_env_stepped_from_two_threads_raises_instead_of_crashing(self):
         p = run_python(
             "import threading, looptune\n"
-            f"env = looptune.LoopToolEnv(benchmark={bench('mm64_80_64')!r}, max_steps=1000)\n"
+            f"env = looptune.LoopToolEnv(benchmark={bench('mm64_80_64')!r}, max_steps=1000, threads=1)\n"
             "env.reset(seed=0)\n"
             "names = env.action_names\n"
             "acts = [names.index(a) for a in ('split_2', 'merge')]\n"
@@ -70,7 +70,7 @@ class MisuseTest(unittest.TestCase):
         self.assertIn("verified True", p.stdout)
 
     def test_a_non_integer_action_is_refused_not_truncated(self):
-        env = looptune.LoopToolEnv(benchmark=bench(), measure=False)
+        env = looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=1)
         env.reset(seed=0)
         with self.assertRaisesRegex(TypeError, "integer"):
             env.step(1.7)
@@ -81,7 +81,7 @@ class MisuseTest(unittest.TestCase):
         self.assertEqual(env.history(), ["down"])
 
     def test_no_step_after_truncation(self):
-        env = looptune.LoopToolEnv(benchmark=bench(), max_steps=1, measure=False)
+        env = looptune.LoopToolEnv(benchmark=bench(), max_steps=1, measure=False, threads=1)
         env.reset(seed=0)
         down = env.action_names.index("down")
         *_, truncated, _ = env.step(down)
@@ -105,23 +105,23 @@ class MisuseTest(unittest.TestCase):
 
 class PackedScheduleTest(unittest.TestCase):
     def test_measure_and_export_take_a_packed_program(self):
-        packed = looptune.measure(bench(), actions=PACKED)
+        packed = looptune.measure(bench(), actions=PACKED, threads=1)
         self.assertTrue(packed["verified"])
         self.assertIn("B_packed", packed["program"])
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "packed.program")
             with open(path, "w") as f:
                 f.write(packed["program"])
-            again = looptune.measure(bench(), schedule=path)
+            again = looptune.measure(bench(), schedule=path, threads=1)
             self.assertTrue(again["verified"])
             self.assertEqual(again["program"], packed["program"])
-            r = looptune.export(bench(), os.path.join(d, "out"), schedule=path)
+            r = looptune.export(bench(), os.path.join(d, "out"), schedule=path, threads=1)
             self.assertEqual(r["function"], "mm64_64_64")
             # Another computation with the same tensors is still refused, saying why.
             with open(path, "w") as f:
                 f.write(packed["program"].replace("+= A[m, k] * B_packed", "+= A[m, k] - B_packed"))
             with self.assertRaisesRegex(looptune.Error, "computes something else"):
-                looptune.measure(bench(), schedule=path)
+                looptune.measure(bench(), schedule=path, threads=1)
 
 
 if __name__ == "__main__":

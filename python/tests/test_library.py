@@ -43,10 +43,10 @@ class LibraryTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         store = os.path.join(cls.tmp.name, "store.sqlite")
-        cli("tune", "--matmul", "64,64,64", "--matmul", "33,47,29", "--conv", "1,8,10,36,16,3,3",
+        cli("tune", "--threads", "1", "--matmul", "64,64,64", "--matmul", "33,47,29", "--conv", "1,8,10,36,16,3,3",
             "--store", store, "--budget-s", "0.2", env={"LOOPTUNE_LIBRARY": store})
         cls.dir = os.path.join(cls.tmp.name, "lib")
-        cli("lib", "build", "--store", store, "--out", cls.dir, "--block", "16,32,64")
+        cli("lib", "build", "--threads", "1", "--store", store, "--out", cls.dir, "--block", "16,32,64")
         cls.lib = looptune.load_library(cls.dir)
 
     @classmethod

@@ -43,10 +43,10 @@ class PaddedConvLibraryTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         store = os.path.join(cls.tmp.name, "store.sqlite")
-        cli("tune", "--conv", "1,4,9,20,16,3,3,2,1", "--conv", "1,3,7,9,8,3,3,1,1",
+        cli("tune", "--threads", "1", "--conv", "1,4,9,20,16,3,3,2,1", "--conv", "1,3,7,9,8,3,3,1,1",
             "--store", store, "--budget-s", "0.2", env={"LOOPTUNE_LIBRARY": store})
         cls.dir = os.path.join(cls.tmp.name, "lib")
-        cli("lib", "build", "--store", store, "--out", cls.dir, "--block", "16,32,64")
+        cli("lib", "build", "--threads", "1", "--store", store, "--out", cls.dir, "--block", "16,32,64")
         cls.lib = looptune.load_library(cls.dir)
 
     @classmethod
@@ -85,11 +85,11 @@ class PaddedConvLibraryTest(unittest.TestCase):
 
 class PaddedConvTuneTest(unittest.TestCase):
     def test_tune_by_shape_takes_a_stride_and_a_padding(self):
-        r = looptune.tune(conv=(1, 4, 9, 9, 8, 3, 3, 2, 1), budget_s=0.1, library="off")
+        r = looptune.tune(conv=(1, 4, 9, 9, 8, 3, 3, 2, 1), budget_s=0.1, library="off", threads=1)
         self.assertIn("tensor P temp 1 4 11 11", r["program"])
         self.assertGreater(r["gflops"], 0)
         with self.assertRaises(Exception) as e:
-            looptune.tune(conv=(1, 4, 9, 9, 8, 3, 3, 1, 3), budget_s=0.1, library="off")
+            looptune.tune(conv=(1, 4, 9, 9, 8, 3, 3, 1, 3), budget_s=0.1, library="off", threads=1)
         self.assertIn("padding", str(e.exception))
 
 

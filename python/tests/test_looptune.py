@@ -26,7 +26,7 @@ def bench(name="mm64_64_64"):
 
 class EnvironmentTest(unittest.TestCase):
     def test_reset_and_step_follow_gymnasiums_shape(self):
-        env = looptune.LoopToolEnv(benchmark=bench(), max_steps=3)
+        env = looptune.LoopToolEnv(benchmark=bench(), max_steps=3, threads=1)
         obs, info = env.reset(seed=0)
         self.assertEqual(set(obs), {"loops_tensor", "stride_tensor", "prev_actions_tensor"})
         for key, space in env.observation_space.spaces.items():
@@ -51,7 +51,7 @@ class EnvironmentTest(unittest.TestCase):
         self.assertIn("looptool-program", env.program())
 
     def test_a_random_masked_rollout_stays_correct(self):
-        env = looptune.LoopToolEnv(benchmark=bench("mm64_80_64"), max_steps=8)
+        env = looptune.LoopToolEnv(benchmark=bench("mm64_80_64"), max_steps=8, threads=1)
         env.action_space.seed(3) if hasattr(env.action_space, "seed") else None
         obs, info = env.reset(seed=3)
         truncated = terminated = False
@@ -61,7 +61,7 @@ class EnvironmentTest(unittest.TestCase):
         self.assertTrue(ok, err)
 
     def test_an_illegal_action_raises_the_tools_message(self):
-        env = looptune.LoopToolEnv(benchmark=bench())
+        env = looptune.LoopToolEnv(benchmark=bench(), threads=1)
         obs, info = env.reset()
         illegal = int(np.flatnonzero(info["action_mask"] == 0)[0])
         with self.assertRaisesRegex(looptune.Error, "illegal action " + env.action_names[illegal]):
@@ -71,14 +71,14 @@ class EnvironmentTest(unittest.TestCase):
 
     def test_bad_arguments_raise_with_the_file_named(self):
         with self.assertRaisesRegex(looptune.Error, "no_such_file"):
-            looptune.LoopToolEnv(benchmark="no_such_file")
+            looptune.LoopToolEnv(benchmark="no_such_file", threads=1)
         with self.assertRaisesRegex(looptune.Error, "exactly one"):
-            looptune.LoopToolEnv()
+            looptune.LoopToolEnv(threads=1)
         with self.assertRaises(looptune.Error):
-            looptune.LoopToolEnv(benchmark=bench(), action_space="nonsense")
+            looptune.LoopToolEnv(benchmark=bench(), action_space="nonsense", threads=1)
 
     def test_a_dataset_draws_benchmarks_by_seed(self):
-        env = looptune.LoopToolEnv(dataset=MM, split="test", measure=False)
+        env = looptune.LoopToolEnv(dataset=MM, split="test", measure=False, threads=1)
         # 10% of the corpus, LoopTune's 25 test benchmarks among them (env/dataset.h).
         self.assertEqual(len(env.benchmarks), round(0.1 * len(os.listdir(MM))))
         self.assertIn(bench("mm112_208_256"), env.benchmarks)
@@ -90,7 +90,7 @@ class EnvironmentTest(unittest.TestCase):
         self.assertEqual(info["benchmark"], bench())
 
     def test_graph_observation_as_arrays(self):
-        env = looptune.LoopToolEnv(benchmark=bench(), graph=True, measure=False)
+        env = looptune.LoopToolEnv(benchmark=bench(), graph=True, measure=False, threads=1)
         obs, _ = env.reset()
         self.assertEqual(obs["graph_nodes"].shape[1], 10)
         self.assertEqual(obs["graph_edges"].shape, (obs["graph_nodes"].shape[0] - 1, 2))  # a tree
@@ -101,7 +101,7 @@ class EnvironmentTest(unittest.TestCase):
 
         def work():
             try:
-                looptune.measure(bench("mm256_256_256"), verify=False)
+                looptune.measure(bench("mm256_256_256"), verify=False, threads=1)
             except Exception as e:  # reported below: waiting on a flag it never set hung
                 errors.append(e)
 
@@ -121,57 +121,57 @@ class EnvironmentTest(unittest.TestCase):
         seen = {space.sample(mask) for _ in range(50)}
         self.assertEqual(seen, {2, 4})
         self.assertIn(space.sample(), range(5))
-        box = looptune.LoopToolEnv(benchmark=bench(), measure=False).observation_space["stride_tensor"]
+        box = looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=1).observation_space["stride_tensor"]
         self.assertEqual(box.sample().shape, (32,))
 
 
 class ToolTest(unittest.TestCase):
     def test_measure_a_schedule_and_check_it(self):
-        r = looptune.measure(bench(), actions="down,down,vectorize")
+        r = looptune.measure(bench(), actions="down,down,vectorize", threads=1)
         self.assertTrue(r["verified"])
         self.assertGreater(r["gflops"], 0)
         with self.assertRaisesRegex(looptune.Error, "split_7000"):
-            looptune.measure(bench(), actions="split_7000")
+            looptune.measure(bench(), actions="split_7000", threads=1)
 
     def test_export_writes_the_kernel_files(self):
         with tempfile.TemporaryDirectory() as out:
-            r = looptune.export(bench(), out, actions="split_8,down,down,down,vectorize")
+            r = looptune.export(bench(), out, actions="split_8,down,down,down,vectorize", threads=1)
             self.assertEqual(r["function"], "mm64_64_64")
             for ext in (".o", ".h", ".ll", ".s", ".program"):
                 self.assertTrue(os.path.getsize(os.path.join(out, "mm64_64_64" + ext)) > 0, ext)
-            again = looptune.measure(bench(), schedule=os.path.join(out, "mm64_64_64.program"))
+            again = looptune.measure(bench(), schedule=os.path.join(out, "mm64_64_64.program"), threads=1)
             self.assertTrue(again["verified"])
             with self.assertRaisesRegex(looptune.Error, "pentium-9000"):
-                looptune.export(bench(), out, cpu="pentium-9000")
+                looptune.export(bench(), out, cpu="pentium-9000", threads=1)
 
     def test_tune_with_the_shipped_policy(self):
-        r = looptune.tune(bench("mm112_112_128"))
+        r = looptune.tune(bench("mm112_112_128"), threads=1)
         self.assertGreater(r["gflops"], r["base_gflops"])
         self.assertGreaterEqual(r["gflops"], r["greedy_gflops"])
         self.assertGreaterEqual(r["gflops"], r["best_seed_gflops"])  # the seeds, measured again
         self.assertTrue(r["program"].startswith("looptool-program"))
         # The best actions replay to a schedule that verifies.
-        m = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_actions"]))
+        m = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_actions"]), threads=1)
         self.assertTrue(m["verified"])
         # So do the best seed's, a `tile` member.
         self.assertTrue(r["best_seed"].startswith("tile "), r["best_seed"])
-        s = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_seed_actions"]))
+        s = looptune.measure(bench("mm112_112_128"), actions=",".join(r["best_seed_actions"]), threads=1)
         self.assertTrue(s["verified"])
-        g = looptune.tune(bench("mm112_112_128"), greedy=True)
+        g = looptune.tune(bench("mm112_112_128"), greedy=True, threads=1)
         self.assertEqual(g["best_actions"], g["greedy_actions"][:len(g["best_actions"])])
         with self.assertRaisesRegex(looptune.Error, "budget"):
-            looptune.tune(bench("mm112_112_128"), budget_s=0)
+            looptune.tune(bench("mm112_112_128"), budget_s=0, threads=1)
 
     def test_tune_by_shape_and_version(self):
         self.assertRegex(looptune.__version__, r"^\d+\.\d+\.\d+$")
-        r = looptune.tune(matmul=(48, 64, 32), budget_s=0.2)
+        r = looptune.tune(matmul=(48, 64, 32), budget_s=0.2, threads=1)
         self.assertGreaterEqual(r["gflops"], r["base_gflops"])
         self.assertTrue(r["program"].startswith("looptool-program"))
         self.assertIn("name mm48_64_32", r["program"])
-        b = looptune.tune(bmm=(2, 16, 32, 8), budget_s=0.2)
+        b = looptune.tune(bmm=(2, 16, 32, 8), budget_s=0.2, threads=1)
         self.assertIn("name bmm2_16_32_8", b["program"])
         self.assertGreaterEqual(b["gflops"], b["base_gflops"])
-        c = looptune.tune(conv=(1, 8, 10, 10, 16, 3, 3), budget_s=0.2)
+        c = looptune.tune(conv=(1, 8, 10, 10, 16, 3, 3), budget_s=0.2, threads=1)
         self.assertGreater(c["gflops"], 0)
         for bad in ({"matmul": (48, 64)}, {"matmul": (48, 0, 2)}, {}, {"bmm": (2, 3, 4)},
                     {"bmm": (2, 3, 4, 5), "matmul": (3, 4, 5)},
@@ -182,17 +182,17 @@ class ToolTest(unittest.TestCase):
     def test_tune_answers_a_second_run_from_the_library(self):
         with tempfile.TemporaryDirectory() as d:
             lib = os.path.join(d, "lib.sqlite")
-            first = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib)
+            first = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib, threads=1)
             self.assertFalse(first["from_library"])
             self.assertEqual(first["filed"], "added")
-            second = looptune.tune(matmul=(24, 32, 48), library=lib)
+            second = looptune.tune(matmul=(24, 32, 48), library=lib, threads=1)
             self.assertTrue(second["from_library"])
             self.assertTrue(second["verified"])
             self.assertEqual(second["best_actions"], first["best_actions"])
-            again = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib, retune=True)
+            again = looptune.tune(matmul=(24, 32, 48), budget_s=0.1, library=lib, retune=True, threads=1)
             self.assertFalse(again["from_library"])
             self.assertNotIn("library", looptune.tune(matmul=(8, 8, 8), budget_s=0.05,
-                                                      library="off"))
+                                                      library="off", threads=1))
 
     def test_threads_on_tune_env_measure_and_export(self):
         with tempfile.TemporaryDirectory() as d:
@@ -203,7 +203,8 @@ class ToolTest(unittest.TestCase):
             # from the 1-thread library.
             self.assertTrue(any(" parallel" in name for name, _ in r["seeds"]), r["seeds"])
             self.assertEqual(r["filed"], "added")
-            self.assertFalse(looptune.tune(matmul=(64, 96, 48), budget_s=0.1, library=lib)["from_library"])
+            self.assertFalse(looptune.tune(matmul=(64, 96, 48), budget_s=0.1, library=lib,
+                                           threads=1)["from_library"])
             self.assertTrue(looptune.tune(matmul=(64, 96, 48), threads=2, library=lib)["from_library"])
             m = looptune.measure(bench(), actions="parallel", threads=2)
             self.assertTrue(m["verified"])
@@ -212,7 +213,7 @@ class ToolTest(unittest.TestCase):
             self.assertIn(os.path.join(d, "looptool_threads.c"), e["files"])
         env = looptune.LoopToolEnv(benchmark=bench(), action_space="threads", threads=2, max_steps=2)
         self.assertEqual(env.threads, 2)
-        one = looptune.LoopToolEnv(benchmark=bench())
+        one = looptune.LoopToolEnv(benchmark=bench(), threads=1)
         self.assertEqual(one.threads, 1)
         self.assertAlmostEqual(env.max_gflops, 2 * one.max_gflops, delta=1e-6 * one.max_gflops)
         env.reset(seed=0)
@@ -225,6 +226,22 @@ class ToolTest(unittest.TestCase):
                 looptune.LoopToolEnv(benchmark=bench(), threads=bad)
 
 
+    def test_threads_default_to_the_cores_the_process_may_use(self):
+        cores = len(os.sched_getaffinity(0))
+        self.assertEqual(looptune.default_threads(), cores)
+        self.assertEqual(looptune.LoopToolEnv(benchmark=bench(), measure=False).threads, cores)
+        self.assertEqual(looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=0).threads,
+                         cores)
+        # As `taskset -c C`: a process confined to one core defaults to one thread.
+        allowed = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, {min(allowed)})
+            self.assertEqual(looptune.default_threads(), 1)
+            self.assertEqual(looptune.LoopToolEnv(benchmark=bench(), measure=False).threads, 1)
+        finally:
+            os.sched_setaffinity(0, allowed)
+
+
 def run_python(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
@@ -233,7 +250,7 @@ class ImportOrderTest(unittest.TestCase):
     """LibTorch is inside looptune (the policy); python3-torch loads the same shared libraries."""
 
     CHECK = ("import numpy as np\n"
-             "r = looptune.tune('{b}')\n"
+             "r = looptune.tune('{b}', threads=1)\n"
              "x = torch.nn.Linear(4, 2)(torch.ones(3, 4)).sum().item()\n"
              "print('ok', r['gflops'] > 0, np.isfinite(x))\n")
 

@@ -1,0 +1,27 @@
+// A trained policy widened to a larger action space without losing what it learned (`looptool
+// policy extend`, `train --adapt --space`): the same network with one more output per new
+// action and, for the encoded state's previous-actions one-hot, one more (zero) input column
+// per new action and step.
+//
+// The dueling head is Q(s, a) = V(s) + A(s, a) - mean_a A(s, a). A new action's advantage row
+// is the mean of the old rows (weights and bias), so its A is the old mean in every state: the
+// mean over all actions is unchanged, every old action keeps its Q-value exactly (up to float
+// rounding), and a new action starts at V(s), the mean of the old actions' Q-values. Zero input
+// columns leave every state whose history holds only old actions encoded as before.
+#pragma once
+
+#include <string>
+
+#include "policy/policy_file.h"
+
+namespace looptune {
+
+/// `policy` (trained on the preset its meta names) for the preset `to_space`, which must hold
+/// every action of the old one (in any order). Throws looptool::Error naming what is wrong: an
+/// unknown preset, an action `to_space` lacks, a network whose shape does not match its meta.
+PolicyFile extend_policy(const PolicyFile &policy, const std::string &to_space);
+
+/// The policy file `in` widened to `to_space`, written to `out` (atomically); errors name `in`.
+void extend_policy_file(const std::string &in, const std::string &to_space, const std::string &out);
+
+}  // namespace looptune

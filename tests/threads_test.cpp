@@ -1,0 +1,114 @@
+// The default thread count (util/threads.h): every core the process may use, through the
+// library calls and the built `looptool`; a process confined to one core (as `taskset -c C`)
+// gets 1. Runs keep the thread count in the keys they file results under.
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "looptool/formats/text_format.h"
+#include "test_util.h"
+#include "tune/policy.h"
+#include "tune/schedule_library_use.h"
+#include "util/threads.h"
+
+using namespace looptool;
+
+namespace {
+
+int affinity_count() {
+    cpu_set_t set;
+    EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+    return CPU_COUNT(&set);
+}
+
+/// Confines the calling thread (and the processes it starts) to its first allowed core until
+/// destroyed.
+struct OneCore {
+    cpu_set_t saved;
+    OneCore() {
+        sched_getaffinity(0, sizeof(saved), &saved);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &saved)) {
+                CPU_SET(c, &one);
+                break;
+            }
+        EXPECT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    }
+    ~OneCore() { sched_setaffinity(0, sizeof(saved), &saved); }
+};
+
+/// The threads `looptool export --json` (no --threads) reports: the CLI's default.
+int cli_default_threads(const tests::TempDir &dir) {
+    const tests::RunResult r = tests::run_program(
+        dir, LOOPTOOL_CLI, "export --bench mm.lt --actions parallel --out out --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("threads").get<int>();
+}
+
+}  // namespace
+
+TEST(Threads, DefaultIsTheCoresTheProcessMayUse) {
+    EXPECT_EQ(looptune::default_threads(), affinity_count());
+    EXPECT_EQ(looptune::usable_cores(), affinity_count());
+    EXPECT_EQ(looptune::resolve_threads(0), affinity_count());
+    EXPECT_EQ(looptune::resolve_threads(1), 1);
+    EXPECT_EQ(looptune::resolve_threads(3), 3);
+    OneCore pinned;
+    EXPECT_EQ(looptune::default_threads(), 1);
+    EXPECT_EQ(looptune::resolve_threads(0), 1);
+}
+
+TEST(Threads, CliDefaultFollowsTheAffinityAndOneIsAsked) {
+    tests::TempDir dir("threads_cli");
+    tests::write(dir, "mm.lt", serialize(tests::matmul_program(24, 40, 16)));
+    EXPECT_EQ(cli_default_threads(dir), affinity_count());
+    {
+        OneCore pinned;  // the child inherits it, as under `taskset -c C`
+        EXPECT_EQ(cli_default_threads(dir), 1);
+    }
+    // run_cli asks for one thread where the command takes --threads.
+    const tests::RunResult r =
+        tests::run_cli(dir, "export --bench mm.lt --actions parallel --out one --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out).at("threads").get<int>(), 1);
+    EXPECT_EQ(tests::single_thread("lib build --out x"), "lib build --threads 1 --out x");
+    EXPECT_EQ(tests::single_thread("tune --threads 2 --matmul 8,8,8"),
+              "tune --threads 2 --matmul 8,8,8");
+    EXPECT_EQ(tests::single_thread("store stats"), "store stats");
+}
+
+// A 2-thread schedule is never the answer to a 1-thread request: the library's machine key
+// carries N above 1.
+TEST(Threads, LibraryMachineKeysOnThreads) {
+    EXPECT_EQ(looptune::library_machine(1).find("threads="), std::string::npos);
+    EXPECT_NE(looptune::library_machine(2), looptune::library_machine(1));
+    EXPECT_NE(looptune::library_machine(2).find("|threads=2"), std::string::npos);
+    EXPECT_NE(looptune::library_machine(2), looptune::library_machine(3));
+}
+
+// Above one thread `tune` takes the shipped `threads` policy (it may choose `parallel` too),
+// and every kernel it compiles is checked against the reference (--verify); on one thread the
+// `full` one.
+TEST(Threads, TuneOnTwoThreadsTakesTheThreadsPolicyAndVerifies) {
+    tests::TempDir dir("threads_tune");
+    for (const char *threads : {"2", "1"}) {
+        SCOPED_TRACE(threads);
+        // No $LOOPTUNE_POLICY nor an adapted policy of this machine's to take instead.
+        const tests::RunResult r =
+            tests::run_program(dir, "env",
+                               "-u LOOPTUNE_POLICY XDG_CACHE_HOME='" + dir.path.string() +
+                                   "' '" LOOPTOOL_CLI "' tune --threads " + threads +
+                                   " --matmul 64,96,48 --budget-s 0.2 --verify --json");
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        const std::string policy = j.at("policy");
+        EXPECT_EQ(policy, looptune::shipped_policy_path(std::stoi(threads)));
+        EXPECT_GE(j.at("gflops").get<double>(), j.at("base_gflops").get<double>());
+        const auto meta = looptune::Policy::load(policy).info();
+        EXPECT_EQ(meta.action_space, std::string(threads) == "2" ? "threads" : "full");
+    }
+}
