@@ -81,7 +81,7 @@ def main():
                 f.write(k["program"])
             jit, py = [], []
             for r in range(args.rounds):
-                jit.append(looptune.measure(path, verify=(r == 0))["gflops"])
+                jit.append(looptune.measure(path, verify=(r == 0), threads=1)["gflops"])
                 py.extend(time_calls(lambda: lib.sgemm(A, B, out=C), args.seconds))
             flops = 2 * m * n * kk
             g_jit = statistics.median(jit)
