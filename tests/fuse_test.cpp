@@ -15,6 +15,7 @@
 #include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/jit/jit.h"
+#include "search/seeds.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
 
@@ -237,4 +238,24 @@ TEST(Fuse, InTheLayoutAndThreadsSpacesOnly) {
     EXPECT_EQ(ActionSpace::preset("layout").index_of(Action::Fuse), 19);
     EXPECT_EQ(ActionSpace::preset("threads").index_of(Action::Fuse), 20);
     EXPECT_EQ(parse_action("fuse"), Action::Fuse);
+}
+
+// The seeds of a matmul with an epilogue are the matmul's tiles, each fused at the innermost
+// legal level (under the loops outside the reduction).
+TEST(Fuse, SeedsFuseTheEpilogue) {
+    const Computation c =
+        make_matmul_epilogue(128, 128, 64, Epilogue{true, Activation::Gelu, false});
+    const auto seeds = looptune::tune_seeds(c, looptune::kSeedSteps, ActionSpace::preset("full"));
+    ASSERT_FALSE(seeds.empty());
+    int with_fuse = 0;
+    for (const auto &s : seeds) {
+        const Program p = apply_all(naive_of(c), s.actions);
+        if (s.actions.back() != Action::Fuse) continue;
+        ++with_fuse;
+        EXPECT_GT(p.tree.nests[0].shared, 0) << s.name;
+        // Innermost: right above the first loop over the reduction variable k.
+        EXPECT_EQ(p.tree.nests[0].loops[size_t(p.tree.nests[0].shared)].var, 1) << s.name;
+    }
+    EXPECT_GT(with_fuse, 0);
+    expect_verified(apply_all(naive_of(c), seeds.front().actions));
 }
