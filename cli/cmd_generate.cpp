@@ -15,7 +15,7 @@ namespace looptool::cli {
 namespace {
 
 struct GenerateOptions {
-    std::string kind = "mm", dim_a, dim_b, batch, out;
+    std::string kind = "mm", dim_a, dim_b, batch, out, epilogue;
     RandomShapeSpec random;
     int random_count = 0;
     int64_t stride = 1, pad = 0;
@@ -43,6 +43,7 @@ void print_written(const GenerateOptions &o, const std::vector<std::string> &pat
 int run_generate(GenerateOptions &o) {
     if (o.kind != "conv" && (o.stride_opt->count() > 0 || o.pad_opt->count() > 0))
         throw Error("generate: --stride and --pad are for --kind conv");
+    if (o.kind != "mm" && !o.epilogue.empty()) throw Error("generate: --epilogue is for --kind mm");
     std::vector<MatmulShape> shapes;
     std::map<std::string, std::string> family;
     std::vector<std::string> paths;
@@ -76,7 +77,7 @@ int run_generate(GenerateOptions &o) {
                 "generate: give --dimA and --dimB (LoopTune's range syntax), or --random N");
         shapes = matmul_shapes(o.dim_a, o.dim_b);
     }
-    if (o.kind == "mm") paths = write_matmul_dataset(shapes, o.out);
+    if (o.kind == "mm") paths = write_matmul_dataset(shapes, o.out, parse_epilogue(o.epilogue));
     if (o.kind == "bmm") {
         if (o.batch.empty() || o.random_opt->count() > 0)
             throw Error("generate --kind bmm: give --batch B_RANGE with --dimA and --dimB");
@@ -110,6 +111,9 @@ Run add_generate(CLI::App &app) {
                                 "conv: zero padding on each side of the image (below the kernel; "
                                 "1 for a 3x3 conv keeps the image's size at stride 1)")
                     ->capture_default_str();
+    cmd->add_option("--epilogue", o->epilogue,
+                    "mm: C = act(A B + bias) + R, any of bias, relu|gelu|gelu-tanh, residual "
+                    "(comma-separated), written as a temporary and an elementwise nest");
     cmd->add_option("--batch", o->batch, "bmm: B_RANGE, the batch sizes (e.g. attention's heads)");
     auto *random = cmd->add_option(
         "--random", o->random_count,
