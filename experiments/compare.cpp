@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_matmul.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "experiments/compare_judge.h"
@@ -39,6 +40,7 @@ std::vector<std::string> default_compare_methods() {
     m.push_back(bench::conv_method_name(bench::ConvLayout::Best));
     for (const char *r : {bench::kOnednnSoftmax, bench::kOnednnLayernorm, bench::kStreamingCopy})
         m.push_back(r);
+    m.push_back(bench::kOnednnMatmulPostOps);
     return m;
 }
 
@@ -268,7 +270,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &config) {
         throw Error(fmt::format(
             "compare: none of the methods ({}) runs on the {} selected: openblas and onednn run "
             "on matmuls only, onednn-conv-plain and -best on conv2d only, onednn-softmax, "
-            "onednn-layernorm and copy on those row operations (copy: and GELU) only",
+            "onednn-layernorm and copy on those row operations (copy: and GELU) only, "
+            "onednn-matmul on matmuls with an epilogue only",
             fmt::join(c.methods, ", "), count_of(int64_t(files.size()), "benchmark")));
     write_summary(c, rows, run.peak());
     if (c.plots) write_plots(c, rows);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_matmul.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/check/interpreter.h"
@@ -65,6 +66,7 @@ std::function<double()> library_row(const std::string &bench, const std::string 
     if (auto layout = conv_library(m))
         return bench::onednn_conv_measurer(bench, *layout, *naive.comp);
     if (bench::is_rowop_method(m)) return bench::rowop_measurer(bench, m, *naive.comp);
+    if (m == bench::kOnednnMatmulPostOps) return bench::onednn_matmul_measurer(bench, *naive.comp);
     return library_measurer(
         bench, m, m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel, *naive.comp);
 }
@@ -117,12 +119,13 @@ std::vector<Action> tune(const CompareConfig &c, const Program &naive, CompareRo
 
 bool is_library(const std::string &method) {
     return method == "openblas" || method == "onednn" || conv_library(method) ||
-           bench::is_rowop_method(method);
+           bench::is_rowop_method(method) || method == bench::kOnednnMatmulPostOps;
 }
 
 bool runs_on(const std::string &method, const Computation &c) {
     if (!is_library(method)) return true;
     if (bench::is_rowop_method(method)) return bench::rowop_method_runs_on(method, c);
+    if (method == bench::kOnednnMatmulPostOps) return bench::onednn_matmul_runs_on(c);
     return conv_library(method) ? bench::is_conv2d(c) : is_matmul(c);
 }
 
