@@ -170,7 +170,7 @@ const char *shared_loops_rule(const Computation &c, const LoopTree &t, LoopTree:
             if (t.nests[n].shared > 0)
                 return is_block_copy(c, t, int(n))
                            ? "the program has a packed block already"
-                           : "the program has a fused nest (pack before fuse)";
+                           : "the program has a fused nest (flatten and pack come before fuse)";
             // Both rewrite the computation's variables; parallel marks come after them.
             if (t.nests[n].loops[0].parallel) return "the program has a parallel loop already";
         }

@@ -74,6 +74,14 @@ void elide_fused_temps(ElidedProgram &r) {
         Statement &s0 = c.stmts[size_t(prod.stmts[0])];
         const int t = s0.out.tensor;
         if (c.tensors[size_t(t)].kind != TensorKind::Temp) continue;
+        // Each shared loop walks T's elements: the epilogue then runs once per element, after
+        // its reduction (a file may share loops the statements do not use, repeating them).
+        const std::vector<int> tv = vars_of(s0.out);
+        bool blocks = true;
+        for (int d = 0; d < prod.shared; ++d)
+            blocks =
+                blocks && std::find(tv.begin(), tv.end(), prod.loops[size_t(d)].var) != tv.end();
+        if (!blocks) continue;
         std::vector<int> writers_t, readers_t;
         for (size_t s = 0; s < c.stmts.size(); ++s) {
             if (c.stmts[s].out.tensor == t) writers_t.push_back(int(s));
