@@ -15,7 +15,7 @@ namespace looptool::cli {
 namespace {
 
 struct GenerateOptions {
-    std::string kind = "mm", dim_a, dim_b, batch, out, layout = "bthd";
+    std::string kind = "mm", dim_a, dim_b, batch, out, layout = "bthd", epilogue;
     RandomShapeSpec random;
     int random_count = 0;
     int64_t stride = 1, pad = 0;
@@ -43,6 +43,7 @@ void print_written(const GenerateOptions &o, const std::vector<std::string> &pat
 int run_generate(GenerateOptions &o) {
     if (o.kind != "conv" && (o.stride_opt->count() > 0 || o.pad_opt->count() > 0))
         throw Error("generate: --stride and --pad are for --kind conv");
+    if (o.kind != "mm" && !o.epilogue.empty()) throw Error("generate: --epilogue is for --kind mm");
     std::vector<MatmulShape> shapes;
     std::map<std::string, std::string> family;
     std::vector<std::string> paths;
@@ -92,7 +93,7 @@ int run_generate(GenerateOptions &o) {
                 "generate: give --dimA and --dimB (LoopTune's range syntax), or --random N");
         shapes = matmul_shapes(o.dim_a, o.dim_b);
     }
-    if (o.kind == "mm") paths = write_matmul_dataset(shapes, o.out);
+    if (o.kind == "mm") paths = write_matmul_dataset(shapes, o.out, parse_epilogue(o.epilogue));
     if (o.kind == "bmm") {
         if (o.batch.empty() || o.random_opt->count() > 0)
             throw Error("generate --kind bmm: give --batch B_RANGE with --dimA and --dimB");
@@ -138,6 +139,9 @@ Run add_generate(CLI::App &app) {
                         "(token-major, as a projection writes them) or bhtd (heads-major)")
             ->check(CLI::IsMember({"bthd", "bhtd"}))
             ->capture_default_str();
+    cmd->add_option("--epilogue", o->epilogue,
+                    "mm: C = act(A B + bias) + R, any of bias, relu|gelu|gelu-tanh, residual "
+                    "(comma-separated), written as a temporary and an elementwise nest");
     auto *random = cmd->add_option(
         "--random", o->random_count,
         "Instead of ranges: N distinct seeded random shapes, 40% log-uniform over 1..4096 per "

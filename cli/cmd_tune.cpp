@@ -62,15 +62,20 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &bmms,
                             const std::vector<std::string> &convs,
                             const std::vector<std::string> &scores,
-                            const std::vector<std::string> &contexts) {
+                            const std::vector<std::string> &contexts,
+                            const std::string &epilogue) {
     std::vector<Target> out;
+    const Epilogue e = parse_epilogue(epilogue);
+    if (e.any() && matmuls.empty()) throw Error("tune: --epilogue is for --matmul");
     for (const std::string &b : benches)
         out.push_back({b, [b] { return tuning_start(load_program_file(b)); }});
     // Built here: a shape that cannot be expressed fails the whole command, before any tuning.
     auto add = [&](const std::string &option, const std::string &kind, const std::string &s,
                    size_t count, size_t optional, size_t zero_at = SIZE_MAX) {
-        const Computation c = computation_of_shape(
-            option + " " + s, kind, shape_numbers(option, s, count, optional, zero_at));
+        Computation c = computation_of_shape(option + " " + s, kind,
+                                             shape_numbers(option, s, count, optional, zero_at));
+        if (kind == "matmul" && e.any())
+            c = make_matmul_epilogue(c.vars[0].extent, c.vars[2].extent, c.vars[1].extent, e);
         out.push_back({s, [c] { return Program::naive(std::make_shared<const Computation>(c)); }});
     };
     for (const std::string &s : matmuls) add("--matmul", "matmul", s, 3, 0);
@@ -112,7 +117,7 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 
 struct TuneOptions {
     std::vector<std::string> benches, matmuls, bmms, convs, scores, contexts;
-    std::string policy, store, library;
+    std::string policy, store, library, epilogue;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
     int threads = 0;  // add_threads_option sets the default
@@ -126,6 +131,9 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
     cmd->add_option(
         "--matmul", o.matmuls,
         "A matmul by its shape M,N,K (C = A B, A is M x K; repeatable), no file needed");
+    cmd->add_option("--epilogue", o.epilogue,
+                    "With --matmul: C = act(A B + bias) + R, generate --epilogue's words "
+                    "(bias, relu|gelu|gelu-tanh, residual)");
     cmd->add_option("--bmm", o.bmms,
                     "A batched matmul by its shape B,M,N,K (C[b] = A[b] B[b], attention's "
                     "Q.K^T and P.V per head; repeatable)");
@@ -365,7 +373,7 @@ nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::
 
 int run_tune(const TuneOptions &o) {
     const std::vector<Target> todo =
-        targets(o.benches, o.matmuls, o.bmms, o.convs, o.scores, o.contexts);
+        targets(o.benches, o.matmuls, o.bmms, o.convs, o.scores, o.contexts, o.epilogue);
     Library library(o);
     Tuner tuner;
     nlohmann::json results = nlohmann::json::array();

@@ -10,6 +10,7 @@
 
 #include "baselines/onednn_conv.h"
 #include "baselines/onednn_primitive.h"
+#include "baselines/onednn_matmul_postops.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "experiments/compare_judge.h"
@@ -40,6 +41,7 @@ std::vector<std::string> default_compare_methods() {
     m.push_back(bench::conv_method_name(bench::ConvLayout::Best));
     for (const char *r : {bench::kOnednnSoftmax, bench::kOnednnLayernorm, bench::kStreamingCopy})
         m.push_back(r);
+    m.push_back(bench::kOnednnMatmulPostOps);
     return m;
 }
 
@@ -269,8 +271,8 @@ std::vector<CompareRow> run_compare(const CompareConfig &config) {
     if (rows.empty())  // every method a library of another kind of benchmark
         throw Error(fmt::format(
             "compare: none of the methods ({}) runs on the {} selected: openblas and onednn run "
-            "on matmuls only, onednn-matmul on (batched, strided) matmuls, onednn-conv-plain and "
-            "-best on conv2d only, onednn-softmax, "
+            "on matmuls only, onednn-matmul on (batched, strided) matmuls and matmuls with an "
+            "epilogue, onednn-conv-plain and -best on conv2d only, onednn-softmax, "
             "onednn-layernorm and copy on those row operations (copy: and GELU) only",
             fmt::join(c.methods, ", "), count_of(int64_t(files.size()), "benchmark")));
     write_summary(c, rows, run.peak());

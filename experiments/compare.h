@@ -38,7 +38,8 @@ struct CompareConfig {
     Split split = Split::Test;
     /// base, greedy1, greedy2, beam2dfs, beam4dfs, beam2bfs, beam4bfs, random, genetic, tile,
     /// openblas, onednn (matmul only), onednn-conv-plain, onednn-conv-best (conv2d only),
-    /// onednn-softmax, onednn-layernorm, copy (those row operations only: onednn_rowop.h), and
+    /// onednn-softmax, onednn-layernorm, copy (those row operations only: onednn_rowop.h),
+    /// onednn-matmul (matmuls with an epilogue only: onednn_matmul.h), and
     /// any name in `extra_methods`.
     std::vector<std::string> methods;
     double budget_s = 60;  ///< per benchmark and search method

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
+#include "baselines/onednn_matmul_postops.h"
 #include "baselines/onednn_primitive.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
@@ -66,7 +67,10 @@ std::function<double()> library_row(const std::string &bench, const std::string 
     if (auto layout = conv_library(m))
         return bench::onednn_conv_measurer(bench, *layout, *naive.comp);
     if (bench::is_rowop_method(m)) return bench::rowop_measurer(bench, m, *naive.comp);
-    if (m == bench::kOnednnMatmul) return bench::onednn_matmul_measurer(bench, *naive.comp);
+    if (m == bench::kOnednnMatmul)
+        return bench::onednn_postops_runs_on(*naive.comp)
+                   ? bench::onednn_postops_measurer(bench, *naive.comp)
+                   : bench::onednn_matmul_measurer(bench, *naive.comp);
     return library_measurer(
         bench, m, m == "openblas" ? bench::openblas_kernel : bench::onednn_kernel, *naive.comp);
 }
@@ -125,7 +129,8 @@ bool is_library(const std::string &method) {
 bool runs_on(const std::string &method, const Computation &c) {
     if (!is_library(method)) return true;
     if (bench::is_rowop_method(method)) return bench::rowop_method_runs_on(method, c);
-    if (method == bench::kOnednnMatmul) return bench::strided_matmul(c).has_value();
+    if (method == bench::kOnednnMatmul)
+        return bench::strided_matmul(c).has_value() || bench::onednn_postops_runs_on(c);
     return conv_library(method) ? bench::is_conv2d(c) : is_matmul(c);
 }
 

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "looptool/gen/canonical_form.h"
+#include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
 
@@ -17,7 +19,7 @@ using looptool::Program;
 namespace {
 
 /// The seeds that apply from the naive nest, within the step limit and the action space. The
-/// layout actions `flatten` and `pack`, and `parallel`, are allowed outside it: a seed is
+/// layout actions `flatten` and `pack`, `parallel` and `fuse` are allowed outside it: a seed is
 /// measured, not chosen by the policy, and the policy's actions go on from the state it reaches.
 std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<TuneSeed> candidates,
                                  int limit, const looptool::ActionSpace &space) {
@@ -27,7 +29,8 @@ std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<Tun
         Program p = naive;
         bool ok = int(s.actions.size()) <= limit;
         for (Action a : s.actions) {
-            const bool layout = a == Action::Flatten || a == Action::Pack || a == Action::Parallel;
+            const bool layout = a == Action::Flatten || a == Action::Pack ||
+                                a == Action::Parallel || a == Action::Fuse;
             ok = ok && (space.index_of(a) >= 0 || layout) && looptool::is_legal(p, a);
             if (ok) p = looptool::apply(p, a);
         }
@@ -254,6 +257,45 @@ std::vector<TuneSeed> with_parallel(const looptool::Computation &c, std::vector<
     return out;
 }
 
+/// `s` followed by `fuse` at the innermost legal level of the first nest (right above its first
+/// loop over the reduction: the epilogue then runs on each register tile), or nullopt where no
+/// level is legal (a k block outermost).
+std::optional<TuneSeed> fused_variant(const looptool::Computation &c, const TuneSeed &s) {
+    Program p = Program::naive(std::make_shared<const looptool::Computation>(c));
+    try {
+        for (Action a : s.actions) p = looptool::apply(p, a);
+    } catch (const looptool::Error &) {
+        return std::nullopt;
+    }
+    for (int d = int(p.tree.nests[0].loops.size()) - 1; d >= 0; --d) {
+        const int at = p.tree.flat({0, d});
+        Program q = p;
+        q.cursor = at;
+        if (!looptool::is_legal(q, Action::Fuse)) continue;
+        TuneSeed out{s.name + " fused", s.actions};
+        const Action move = at < p.cursor ? Action::Up : Action::Down;
+        out.actions.insert(out.actions.end(), size_t(std::abs(at - p.cursor)), move);
+        out.actions.push_back(Action::Fuse);
+        return out;
+    }
+    return std::nullopt;
+}
+
+/// A matmul with an epilogue (generate --epilogue): the matmul's seeds, each fused where it can
+/// be; with threads > 1 the unfused tiles' parallel variants first (a fused nest pair runs on
+/// one thread).
+std::vector<TuneSeed> epilogue_seeds(const looptool::Computation &c,
+                                     const looptool::MatmulEpilogue &e, int threads) {
+    const MatmulShape s{e.m, e.n, e.k};
+    const std::vector<TuneSeed> tiles = matmul_seeds(looptool::make_matmul(e.m, e.n, e.k), s);
+    std::vector<TuneSeed> out;
+    if (threads > 1)
+        for (const TuneSeed &t : tiles)
+            if (auto v = parallel_variant(c, t, threads)) out.push_back(std::move(*v));
+    for (const TuneSeed &t : tiles) out.push_back(fused_variant(c, t).value_or(t));
+    return out;
+}
+
 }  // namespace
 
 const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
@@ -277,6 +319,8 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         return applicable(c, with_parallel(c, conv_seeds(c, *cs, row_band), threads), limit, space);
     if (const auto s = matmul_shape(c))
         return applicable(c, with_parallel(c, matmul_seeds(c, *s), threads), limit, space);
+    if (const auto e = looptool::matmul_epilogue(c))
+        return applicable(c, epilogue_seeds(c, *e, threads), limit, space);
     return {};
 }
 

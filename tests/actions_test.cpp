@@ -46,7 +46,7 @@ std::string illegal_message(const Program &p, Action a) {
 }  // namespace
 
 TEST(Actions, TheListHasUniqueNamesAndSplitFactors) {
-    EXPECT_EQ(kNumActions, 20);
+    EXPECT_EQ(kNumActions, 21);
     std::set<std::string> names;
     for (Action a : all_actions()) {
         names.insert(action_name(a));
@@ -76,7 +76,7 @@ TEST(Actions, Presets) {
     EXPECT_EQ(lt.index_of(Action::Split8), 5);
     EXPECT_EQ(lt.index_of(Action::Merge), -1);
     // `full` stays the 17 actions the shipped policy has one output each for; `layout` adds
-    // `flatten` and `pack`, last; `threads` adds `parallel`.
+    // `flatten`, `pack` and `fuse`, last; `threads` adds `parallel` (fuse_test.cpp: `fuse`).
     ActionSpace full = ActionSpace::preset("full");
     EXPECT_EQ(full.size(), size_t(17));
     EXPECT_EQ(full.index_of(Action::Flatten), -1);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 
+#include "looptool/actions/action_fuse.h"
 #include "looptool/actions/action_pack.h"
 #include "looptool/ir/error.h"
 
@@ -212,6 +213,7 @@ ActionSpace ActionSpace::preset(std::string_view name) {
     if (name == "layout") return {"layout", v};
     std::erase(v, Action::Flatten);
     std::erase(v, Action::Pack);
+    std::erase(v, Action::Fuse);
     if (name == "full") return {"full", v};
     throw Error(
         fmt::format("unknown action space '{}' (known: looptune, full, layout, threads)", name));
@@ -223,31 +225,6 @@ int ActionSpace::index_of(Action a) const {
     return -1;
 }
 
-/// A packed block's copy nest and the loops it shares with its user (Nest::shared) stay as
-/// `pack` made them: a change to one side only would copy a block the other does not read.
-static const char *packed_block_rule(const LoopTree &t, LoopTree::Pos pos, Action a) {
-    if (a == Action::Up || a == Action::Down) return nullptr;
-    const Nest &nest = t.nests[size_t(pos.nest)];
-    const Loop &cur = nest.loops[size_t(pos.depth)];
-    if (nest.shared > 0) return "the loop belongs to the copy nest of a packed block";
-    const int shared = pos.nest > 0 ? t.nests[size_t(pos.nest - 1)].shared : 0;
-    if (pos.depth < shared || (shared > 0 && a == Action::SwapUp && pos.depth == shared))
-        return "the loop is shared with the copy nest of a packed block";
-    if (a == Action::Merge)
-        for (int d = pos.depth - 1; d >= 0; --d)
-            if (nest.loops[size_t(d)].var == cur.var) {
-                if (d < shared) return "the loop is shared with the copy nest of a packed block";
-                break;
-            }
-    if (a == Action::Flatten || a == Action::Pack)
-        for (const Nest &other : t.nests) {
-            if (other.shared > 0) return "the program has a packed block already";
-            // Both rewrite the computation's variables; parallel marks come after them.
-            if (other.loops[0].parallel) return "the program has a parallel loop already";
-        }
-    return nullptr;
-}
-
 const char *why_illegal(const Program &p, Action a) {
     const LoopTree &t = p.tree;
     const int n = t.num_loops();
@@ -257,7 +234,7 @@ const char *why_illegal(const Program &p, Action a) {
     const Loop &cur = nest.loops[size_t(pos.depth)];
     const int last = int(nest.loops.size()) - 1;
 
-    if (const char *why = packed_block_rule(t, pos, a)) return why;
+    if (const char *why = detail::shared_loops_rule(*p.comp, t, pos, a)) return why;
 
     if (int f = split_factor(a)) {
         int64_t inner = inner_coverage(nest, pos.depth);
@@ -318,6 +295,10 @@ const char *why_illegal(const Program &p, Action a) {
         case Action::Parallel:
             if (cur.parallel) return "the loop is already parallel";
             return parallel_rule(*p.comp, t, pos.nest, pos.depth);
+        case Action::Fuse: {
+            detail::FusePlan plan;
+            return detail::fuse_plan(p, pos.nest, pos.depth, plan);
+        }
         LT_SPLIT_CASES break;  // answered above, from split_factor
     }
     // clang-format on
@@ -383,6 +364,12 @@ ApplyResult try_apply(const Program &p, Action a) {
             return {true, nullptr, detail::apply_pack(p, plan)};
         }
         case Action::Parallel: loops[d].parallel = true; break;
+        case Action::Fuse: {
+            detail::FusePlan plan;
+            LT_CHECK(!detail::fuse_plan(p, pos.nest, pos.depth, plan),
+                     "fuse: legal above, illegal now");
+            return {true, nullptr, detail::apply_fuse(p, plan)};
+        }
         LT_SPLIT_CASES LT_CHECK(false, "splits are applied above");
     }
     // clang-format on

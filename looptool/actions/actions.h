@@ -38,7 +38,8 @@ namespace looptool {
     X(Vectorize, "vectorize", 0) \
     X(Flatten, "flatten", 0)     \
     X(Pack, "pack", 0)           \
-    X(Parallel, "parallel", 0)
+    X(Parallel, "parallel", 0)   \
+    X(Fuse, "fuse", 0)
 
 /// `case Action::Split2: ... case Action::Split1024:`, every split. clang-format takes the macro
 /// for a statement: the lines that use it are kept as written (`// clang-format off`).
@@ -76,9 +77,9 @@ struct ActionSpace {
     std::vector<Action> actions;
 
     /// `looptune` (LoopTune's 7 training actions), `full` (every action but the layout actions
-    /// `flatten` and `pack` and `parallel`: the space the shipped policy was trained on, one
-    /// network output per action), `layout` (`full` and the layout actions) or `threads`
-    /// (every action: `layout` and `parallel`).
+    /// `flatten` and `pack`, `parallel` and `fuse`: the space the shipped policy was trained on,
+    /// one network output per action), `layout` (`full`, the layout actions and `fuse`) or
+    /// `threads` (every action: `layout` and `parallel`).
     /// Throws Error for an unknown name.
     static ActionSpace preset(std::string_view name);
     /// Index of `a` in this space, or -1.

@@ -126,10 +126,10 @@ std::vector<std::string> write_dataset(const std::vector<ComputationPtr> &comps,
 }  // namespace
 
 std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &shapes,
-                                              const std::string &dir) {
+                                              const std::string &dir, const Epilogue &e) {
     std::vector<ComputationPtr> comps;  // built first: a bad shape writes nothing
     for (const auto &s : shapes)
-        comps.push_back(std::make_shared<Computation>(make_matmul(s.m, s.n, s.k)));
+        comps.push_back(std::make_shared<Computation>(make_matmul_epilogue(s.m, s.n, s.k, e)));
     return write_dataset(comps, dir);
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "looptool/gen/attention.h"
+#include "looptool/gen/epilogue.h"
 #include "looptool/ir/loop_tree.h"
 
 namespace looptool {
@@ -26,9 +27,9 @@ struct MatmulShape {
 std::vector<MatmulShape> matmul_shapes(std::string_view dim_a, std::string_view dim_b);
 
 /// Writes one benchmark file per shape into `dir` (created if missing), each written
-/// atomically; returns the paths written.
+/// atomically; returns the paths written. With an epilogue, make_matmul_epilogue's (epilogue.h).
 std::vector<std::string> write_matmul_dataset(const std::vector<MatmulShape> &shapes,
-                                              const std::string &dir);
+                                              const std::string &dir, const Epilogue &e = {});
 
 /// A conv2d as LoopTune names it, conv{n}_{c}_{h}_{w}__{m}_{c}_{kh}_{kw}: input X[n,c,h,w],
 /// weights W[m,c,kh,kw], stride 1, no padding (make_conv2d); with a stride or padding,

@@ -54,6 +54,7 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
 
     ElidedProgram prog = options.elide_copies ? elide_copies(p.computation(), p.tree)
                                               : ElidedProgram{p.computation(), p.tree, false};
+    if (options.elide_copies) elide_fused_temps(prog);
     if (log) {
         Program shown{std::make_shared<const Computation>(prog.comp), prog.tree, 0};
         std::string tree = dump(shown, false);

@@ -1,5 +1,6 @@
 #include "looptool/lower/lower_elide.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace looptool::detail {
@@ -52,6 +53,60 @@ ElidedProgram elide_copies(const Computation &comp, const LoopTree &tree) {
         r.elided = true;
     }
     return r;
+}
+
+namespace {
+Expr with_tensor(const Expr &e, int from, int to) {
+    Expr r = e;
+    if (e.op == OpKind::Read && e.access.tensor == from) r.access.tensor = to;
+    for (Expr &arg : r.args) arg = with_tensor(arg, from, to);
+    return r;
+}
+}  // namespace
+
+// The epilogue then reads what the producer's register tile has just stored, which LLVM forwards
+// from the stores, and the store it overwrites is dead: the epilogue runs on the tile.
+void elide_fused_temps(ElidedProgram &r) {
+    Computation &c = r.comp;
+    for (size_t n = 0; n + 1 < r.tree.nests.size(); ++n) {
+        const Nest &prod = r.tree.nests[n], &cons = r.tree.nests[n + 1];
+        if (prod.shared == 0 || prod.stmts.size() != 1) continue;
+        Statement &s0 = c.stmts[size_t(prod.stmts[0])];
+        const int t = s0.out.tensor;
+        if (c.tensors[size_t(t)].kind != TensorKind::Temp) continue;
+        // Each shared loop walks T's elements: the epilogue then runs once per element, after
+        // its reduction (a file may share loops the statements do not use, repeating them).
+        const std::vector<int> tv = vars_of(s0.out);
+        bool blocks = true;
+        for (int d = 0; d < prod.shared; ++d)
+            blocks =
+                blocks && std::find(tv.begin(), tv.end(), prod.loops[size_t(d)].var) != tv.end();
+        if (!blocks) continue;
+        std::vector<int> writers_t, readers_t;
+        for (size_t s = 0; s < c.stmts.size(); ++s) {
+            if (c.stmts[s].out.tensor == t) writers_t.push_back(int(s));
+            if (reads_tensor(c.stmts[s], t)) readers_t.push_back(int(s));
+        }
+        if (writers_t.size() != 1 || readers_t.size() != 1) continue;
+        const auto at = std::find(cons.stmts.begin(), cons.stmts.end(), readers_t[0]);
+        if (at == cons.stmts.end()) continue;
+        Statement &s1 = c.stmts[size_t(*at)];
+        const int out = s1.out.tensor;
+        if (c.tensors[size_t(out)].shape != c.tensors[size_t(t)].shape ||
+            !(s1.out.index == s0.out.index))
+            continue;
+        bool alone = true;  // C: written by s1 only, read only after it in this nest
+        for (size_t s = 0; s < c.stmts.size(); ++s) {
+            if (int(s) == *at) continue;
+            const auto pos = std::find(cons.stmts.begin(), cons.stmts.end(), int(s));
+            alone = alone && c.stmts[s].out.tensor != out &&
+                    (!reads_tensor(c.stmts[s], out) || pos > at);
+        }
+        if (!alone) continue;
+        s0.out.tensor = out;
+        s1.value = with_tensor(s1.value, t, out);
+        r.elided = true;
+    }
 }
 
 }  // namespace looptool::detail

@@ -18,4 +18,12 @@ struct ElidedProgram {
 /// statement stays in the computation, so ids are stable).
 ElidedProgram elide_copies(const Computation &c, const LoopTree &tree);
 
+/// After `fuse` (docs/actions.md) a producer nest shares its loops with an epilogue nest that
+/// reads the producer's temporary T at the element it writes to C. When T is read by that one
+/// statement and written by the producer alone, and C is written by that statement alone and
+/// read only after it in the same nest, this computes straight into C and the epilogue updates
+/// C in place (`C = f(C, ...)`): each block of C is read back right after it is stored, so the
+/// temporary's round trip through memory disappears. Ids stay stable; T is left untouched.
+void elide_fused_temps(ElidedProgram &p);
+
 }  // namespace looptool::detail

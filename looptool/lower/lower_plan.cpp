@@ -137,10 +137,12 @@ bool zero_start_ok(const Computation &c, const Nest &nest, const TreeContext &tr
         if (std::find(outv.begin(), outv.end(), nest.loops[size_t(d)].var) == outv.end())
             return false;
     if (!is_exact_cover(c, stmt.out)) return false;
-    // The only writer, and every reader runs in a later nest (region_start already
-    // excluded readers in this nest). Statements dropped by copy elision do not count.
+    // The only writer but those in later nests (a fused epilogue updating the output in place),
+    // and every reader runs in a later nest (region_start already excluded readers in this
+    // nest). Statements dropped by copy elision do not count.
     for (int o : tree.scheduled)
-        if (o != s && c.stmts[size_t(o)].out.tensor == stmt.out.tensor) return false;
+        if (o != s && c.stmts[size_t(o)].out.tensor == stmt.out.tensor && !tree.later_nest.count(o))
+            return false;
     for (int o : tree.scheduled)
         if (reads_tensor(c.stmts[size_t(o)], stmt.out.tensor) && !tree.later_nest.count(o))
             return false;
