@@ -41,7 +41,7 @@ std::vector<std::string> default_compare_methods() {
     m.push_back(bench::conv_method_name(bench::ConvLayout::Best));
     for (const char *r : {bench::kOnednnSoftmax, bench::kOnednnLayernorm, bench::kStreamingCopy})
         m.push_back(r);
-    m.push_back(bench::kOnednnMatmulPostOps);
+    m.push_back(bench::kOnednnMatmul);
     return m;
 }
 

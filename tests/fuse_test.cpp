@@ -232,11 +232,13 @@ TEST(Fuse, RandomSequencesVerify) {
     EXPECT_GT(fused, 0);
 }
 
-TEST(Fuse, InTheLayoutAndThreadsSpacesOnly) {
+TEST(Fuse, InTheLayoutSpaceOnly) {
     EXPECT_EQ(ActionSpace::preset("full").index_of(Action::Fuse), -1);
     EXPECT_EQ(ActionSpace::preset("full").size(), size_t(17));
     EXPECT_EQ(ActionSpace::preset("layout").index_of(Action::Fuse), 19);
-    EXPECT_EQ(ActionSpace::preset("threads").index_of(Action::Fuse), 20);
+    // threads.policy's space keeps its 20 outputs: fuse is not among them.
+    EXPECT_EQ(ActionSpace::preset("threads").index_of(Action::Fuse), -1);
+    EXPECT_EQ(ActionSpace::preset("threads").size(), size_t(20));
     EXPECT_EQ(parse_action("fuse"), Action::Fuse);
 }
 

@@ -200,6 +200,13 @@ std::vector<Action> all_actions() {
     return v;
 }
 
+namespace {
+std::vector<Action> without(std::vector<Action> v, Action a) {
+    std::erase(v, a);
+    return v;
+}
+}  // namespace
+
 ActionSpace ActionSpace::preset(std::string_view name) {
     if (name == "looptune")
         return {"looptune",
@@ -207,8 +214,10 @@ ActionSpace ActionSpace::preset(std::string_view name) {
                  Action::Split8, Action::Split16}};
     // `full` is the space the shipped policy was trained on (one network output per action):
     // the actions added since stay out of it, and each wider preset adds its own.
+    // `threads` is policies/threads.policy's space: `fuse` stays out of it (a fused pair runs
+    // on one thread; the seeds offer it).
     std::vector<Action> v = all_actions();
-    if (name == "threads") return {"threads", v};
+    if (name == "threads") return {"threads", without(v, Action::Fuse)};
     std::erase(v, Action::Parallel);
     if (name == "layout") return {"layout", v};
     std::erase(v, Action::Flatten);

@@ -79,7 +79,7 @@ struct ActionSpace {
     /// `looptune` (LoopTune's 7 training actions), `full` (every action but the layout actions
     /// `flatten` and `pack`, `parallel` and `fuse`: the space the shipped policy was trained on,
     /// one network output per action), `layout` (`full`, the layout actions and `fuse`) or
-    /// `threads` (every action: `layout` and `parallel`).
+    /// `threads` (`full`, the layout actions and `parallel`: policies/threads.policy's).
     /// Throws Error for an unknown name.
     static ActionSpace preset(std::string_view name);
     /// Index of `a` in this space, or -1.
