@@ -1,10 +1,11 @@
 // Side-by-side benchmark of the row operations (softmax, layernorm, GELU; looptool/ir/row_ops.h),
 // single-threaded and pinned: our JIT's kernels (the naive nest, which LLVM's loop vectorizer
-// widens, each nest's row loop split and vectorized, and any --program given, e.g. `tune`'s
-// result) against oneDNN's softmax and layer_normalization primitives and against the streaming
-// copy of X into Y, the memory roof of an op that reads X once and writes Y once
-// (baselines/onednn_rowop.h). Every kernel is checked against the reference before it is
-// timed; the sides alternate round by round and each figure is the median of the rounds.
+// widens, each nest's row loop split and vectorized, fused by the lowering and not, and any
+// --program given, e.g. `tune`'s result) against oneDNN's softmax and layer_normalization
+// primitives and against the streaming copy of X into Y, the memory roof of an op that reads X once
+// and writes Y once (baselines/onednn_rowop.h). Every kernel is checked against the reference
+// before it is timed; the sides alternate round by round and each figure is the median of the
+// rounds.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -99,14 +100,18 @@ int main(int argc, char **argv) {
         JitOptions jo;
         jo.threads = 1;
         auto jit = Jit::create(jo);
+        jo.lower.fuse_rows = false;  // each pass over all rows before the next
+        auto unfused = Jit::create(jo);
         nlohmann::json out = nlohmann::json::array();
         for (const std::string &spec : cases) {
             const auto comp = std::make_shared<Computation>(case_of(spec));
             const Program naive = Program::naive(comp);
             std::vector<Side> sides;
             sides.push_back({"ours-naive", ours(*jit, naive, "naive"), {}});
-            sides.push_back({fmt::format("ours-vec{}", width),
-                             ours(*jit, vectorize_rows(naive, width), "vectorized"),
+            const Program vec = vectorize_rows(naive, width);
+            sides.push_back({fmt::format("ours-vec{}", width), ours(*jit, vec, "vectorized"), {}});
+            sides.push_back({fmt::format("ours-vec{}-unfused", width),
+                             ours(*unfused, vec, "vectorized, unfused"),
                              {}});
             for (const std::string &f : programs) {
                 const Program p = load_program_file(f);

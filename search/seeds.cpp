@@ -296,7 +296,66 @@ std::vector<TuneSeed> epilogue_seeds(const looptool::Computation &c,
     return out;
 }
 
+// Whether every access of `nest` that uses var uses it in its last dimension alone, with
+// coefficient 1 (the var walks contiguous floats), and one does.
+bool walks_rows(const looptool::Computation &c, const looptool::Nest &nest, int var) {
+    bool used = false;
+    for (int s : nest.stmts) {
+        const looptool::Statement &st = c.stmts[size_t(s)];
+        std::vector<const looptool::Access *> acc;
+        looptool::collect_reads(st.value, acc);
+        acc.push_back(&st.out);
+        for (const looptool::Access *a : acc)
+            for (size_t d = 0; d < a->index.size(); ++d) {
+                const looptool::Affine &f = a->index[d];
+                if (f.coef_of(var) == 0) continue;
+                if (d + 1 != a->index.size() || f.terms.size() != 1 || f.coef_of(var) != 1)
+                    return false;
+                used = true;
+            }
+    }
+    return used;
+}
+
 }  // namespace
+
+int64_t simd_floats() {
+    if (__builtin_cpu_supports("avx512f")) return 16;
+    if (__builtin_cpu_supports("avx")) return 8;
+    return 4;
+}
+
+std::optional<std::vector<Action>> row_vector_actions(const looptool::Computation &c, int64_t w) {
+    Program p = Program::naive(std::make_shared<const looptool::Computation>(c));
+    std::vector<Action> acts;
+    auto go = [&](Action a) {
+        p = looptool::apply(p, a);
+        acts.push_back(a);
+    };
+    auto move_to = [&](int flat) {
+        while (p.cursor < flat) go(Action::Down);
+        while (p.cursor > flat) go(Action::Up);
+    };
+    std::optional<Action> split;
+    for (Action a : looptool::all_actions())
+        if (looptool::split_factor(a) == w) split = a;
+    if (!split || w > looptool::kMaxVectorWidth) return std::nullopt;
+    bool any = false;
+    for (size_t n = 0; n < p.tree.nests.size(); ++n) {
+        const looptool::Nest &nest = p.tree.nests[n];
+        const int d = int(nest.loops.size()) - 1, var = nest.loops.back().var;
+        if (d < 1 || !walks_rows(c, nest, var)) continue;
+        move_to(p.tree.flat({int(n), d}));
+        if (c.vars[size_t(var)].extent > w) {
+            go(*split);
+            move_to(p.tree.flat({int(n), d + 1}));
+        }
+        go(Action::Vectorize);
+        any = true;
+    }
+    if (!any) return std::nullopt;
+    return acts;
+}
 
 const std::vector<MatmulSeedRule> &matmul_seed_rules() { return kMatmulRules; }
 const std::vector<ConvSeedRule> &conv_seed_rules() { return kConvRules; }
@@ -321,7 +380,13 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
         return applicable(c, with_parallel(c, matmul_seeds(c, *s), threads), limit, space);
     if (const auto e = looptool::matmul_epilogue(c))
         return applicable(c, epilogue_seeds(c, *e, threads), limit, space);
-    return {};
+    // Rows: 4 and 2 vector registers of lanes per piece of a row (kept in registers as
+    // independent accumulators of a reduction over the row).
+    std::vector<TuneSeed> rows;
+    for (int64_t regs : {4, 2})
+        if (auto a = row_vector_actions(c, regs * simd_floats()))
+            rows.push_back({fmt::format("rows v{}", regs * simd_floats()), std::move(*a)});
+    return applicable(c, with_parallel(c, rows, threads), limit, space);
 }
 
 std::vector<looptool::Action> best_seed_actions(Environment &env, const looptool::Program &start,

@@ -49,6 +49,18 @@ const std::vector<ConvSeedRule> &conv_seed_rules();
 /// (about ci x ho x wo floats) outgrows half the L2 cache. A smaller one stays in L2 from one
 /// block to the next on the whole image as on the band.
 bool band_hides_row_sweeps(const ConvShape &whole);
+/// Floats in the widest vector register the CPU has (16 with AVX-512, 8 with AVX, else 4).
+int64_t simd_floats();
+/// The row rule: in every nest of two loops or more whose innermost loop walks contiguous floats
+/// in each access that uses its variable (a row of a softmax, a layernorm, an elementwise op),
+/// that loop split by `w` (when longer) and its inner part vectorized; the outermost loops stay
+/// plain, so the lowering runs each row's passes one after another (LowerOptions::fuse_rows).
+/// It holds on any CPU: every pass over a row then moves whole vector registers of contiguous
+/// floats, a reduction keeps w / simd_floats() independent vector accumulators (reassociated
+/// within verify.h's bound), and a row of the passes' temporaries is a few KB, within any L1.
+/// The actions from the naive nest, or none when no nest qualifies or no split makes `w`.
+std::optional<std::vector<looptool::Action>> row_vector_actions(const looptool::Computation &c,
+                                                                int64_t w);
 /// The seeds guided_search() measures first on `c`'s naive nest: those of the rules that apply,
 /// within `limit` actions, with actions of `space` (and the layout actions `flatten` and `pack`,
 /// outside it); for n = 1 two dot products. Training starts episodes from them too

@@ -1,5 +1,6 @@
 // The lowering pipeline (lower.h), one ordered list of steps in the manner of Halide's
-// lower_impl: validate -> elide copies -> fold scratch blocks -> plan each nest -> prefetch
+// lower_impl: validate -> elide copies -> fold scratch blocks -> fuse rows -> plan each nest
+// -> prefetch
 // -> emit from the plans -> zero outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each
 // step logs what it did to stderr.
 #include "looptool/lower/lower.h"
@@ -18,6 +19,7 @@
 #include "looptool/lower/lower_elide.h"
 #include "looptool/lower/lower_emit.h"
 #include "looptool/lower/lower_fold.h"
+#include "looptool/lower/lower_fuse.h"
 #include "looptool/lower/lower_internal.h"
 #include "looptool/lower/lower_math.h"
 #include "looptool/lower/lower_plan.h"
@@ -61,9 +63,13 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
         while (!tree.empty() && tree.back() == '\n') tree.pop_back();
         step("elide copies", prog.elided ? "folded a copy nest, the tree is now\n" + tree : "none");
     }
+    auto joined = [](const std::vector<std::string> &v, const char *sep) {
+        return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, sep));
+    };
     const FoldedScratch folded = fold_scratch(prog.comp, prog.tree);
-    step("fold scratch",
-         folded.log.empty() ? "none" : fmt::format("{}", fmt::join(folded.log, "; ")));
+    step("fold scratch", joined(folded.log, "; "));
+    const FusedRows fused = options.fuse_rows ? fuse_rows(prog.comp, prog.tree) : FusedRows{};
+    step("fuse rows", joined(fused.log, " | "));
     const Computation &c = prog.comp;
 
     std::vector<NestPlan> plans = plan_nests(c, prog.tree, options);
@@ -78,14 +84,10 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
         sum.generic_nests += plans[n].mode == NestMode::Generic;
         step("plan", fmt::format("nest {}: {}", n, describe(c, plans[n])));
     }
-    if (options.prefetch_blocks) {
-        const std::vector<std::string> prefetched = plan_prefetches(c, plans);
-        sum.prefetched_reads = int(prefetched.size());
-        step("prefetch",
-             prefetched.empty() ? "none" : fmt::format("{}", fmt::join(prefetched, "; ")));
-    } else {
-        step("prefetch", "off");
-    }
+    const std::vector<std::string> prefetched =
+        options.prefetch_blocks ? plan_prefetches(c, plans) : std::vector<std::string>{};
+    sum.prefetched_reads = int(prefetched.size());
+    step("prefetch", options.prefetch_blocks ? joined(prefetched, "; ") : "off");
 
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
     set_math_widths(*m, options.vector_math);
@@ -99,9 +101,9 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     emit_zero_outputs(c, body, zero_started, sum);
     std::vector<std::string> zeroed;
     for (int t : sum.zeroed_tensors) zeroed.push_back(c.tensors[size_t(t)].name);
-    step("zero outputs", zeroed.empty() ? "none" : fmt::format("{}", fmt::join(zeroed, ", ")));
+    step("zero outputs", joined(zeroed, ", "));
 
-    emit_wrapper(c, *m, body, fn_name);
+    emit_wrapper(c, *m, body, fn_name, fused.kernel_owned);
     step("wrapper", fn_name);
 
     if (!options.shared_runtime) define_runtime_functions(*m);

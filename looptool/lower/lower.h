@@ -29,8 +29,9 @@ namespace looptool {
 /// The version of the code the lowering generates for a schedule, part of the measurement
 /// store's machine fingerprint: bumped when an existing schedule's kernel changes, so that
 /// figures measured with the older code are not reused (2: the prefetch step, 2026-11-26; 3:
-/// libmvec's vector exp/log/tanh/erf, 2026-11-27).
-inline constexpr int kKernelCodeVersion = 3;
+/// libmvec's vector exp/log/tanh/erf, 2026-11-27; 4: nests fused by their common loops, exp
+/// inline on vectors).
+inline constexpr int kKernelCodeVersion = 4;
 
 struct LowerOptions {
     /// Compute `T += ...` straight into C when the next statement is the identity copy
@@ -62,6 +63,10 @@ struct LowerOptions {
     /// takes any float pointer (a kernel library called on numpy's 16-byte aligned arrays), and
     /// on AVX hardware its unaligned vector accesses of aligned data cost the same.
     int buffer_align = 64;
+    /// Run the loops consecutive nests start with once, a row's passes one after another
+    /// while it is in cache, where that is legal, and keep a temporary only those nests use
+    /// to one row (lower_fuse.h).
+    bool fuse_rows = true;
 };
 
 /// What the lowering did, for tests and --verbose.

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "looptool/ir/error.h"
 #include "looptool/lower/lower_reduce.h"
 #include "looptool/lower/lower_runtime.h"
@@ -240,7 +242,7 @@ void NestEmitter::emit(size_t d, State st) {
 void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
     if (before_ && d == size_t(before_->nest.shared)) {
         block_start_ = idx;
-        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        NestEmitter inner(c_, *before_, earlier_, body_, b_, zero_started_, sum_);
         inner.block_start_ = idx;
         inner.emit_generic(d, idx, avail);
     }
@@ -330,8 +332,9 @@ std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &
     b.SetInsertPoint(body.nests);
     std::vector<bool> zero_started(c.stmts.size(), true);
     for (size_t n = 0; n < plans.size(); ++n) {
-        if (plans[n].nest.shared) continue;  // emitted inside the next nest's shared loops
-        const NestPlan *before = n > 0 && plans[n - 1].nest.shared ? &plans[n - 1] : nullptr;
+        if (plans[n].nest.shared) continue;    // emitted inside the next nest's shared loops
+        std::vector<const NestPlan *> before;  // the chain sharing this nest's loops, nearest first
+        for (size_t k = n; k > 0 && plans[k - 1].nest.shared; --k) before.push_back(&plans[k - 1]);
         NestEmitter(c, plans[n], before, body, b, zero_started, summary, threads).run();
     }
     b.CreateBr(body.ret);
@@ -381,7 +384,7 @@ Value *emit_checked_alloc(IRBuilder<> &b, llvm::Function *fn, int64_t elements,
 }
 
 void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
-                  const std::string &fn_name) {
+                  const std::string &fn_name, const std::vector<int> &kernel_owned) {
     llvm::LLVMContext &ctx = m.getContext();
     IRBuilder<> b(ctx);
     Type *ptr = llvm::PointerType::getUnqual(ctx);
@@ -395,17 +398,21 @@ void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
                                  b.getInt32(0), fn_name + ".never");
     Value *cancel = kernel->getArg(1);
     cancel = b.CreateSelect(b.CreateIsNull(cancel), never, cancel);
-    std::vector<Value *> call_args;
-    for (size_t t = 0; t < c.num_buffers(); ++t)
-        call_args.push_back(
-            b.CreateAlignedLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, kernel->getArg(0), t),
-                                llvm::Align(8), c.tensors[t].name + ".ptr"));
-    // Scratch tensors (`pack`ed copies) are the kernel's own, allocated per call: reentrant,
-    // and nothing stays mapped between calls. A repeated allocation of one size is served from
-    // the heap glibc keeps, not by fresh pages (up to its 32 MB mmap threshold).
-    std::vector<Value *> scratch;
-    for (size_t t = c.num_buffers(); t < c.tensors.size(); ++t) {
-        // `pack` keeps a scratch tensor within kMaxScratchElements.
+    // Scratch tensors (`pack`ed copies) and folded temporaries (lower_fuse.h) are the kernel's
+    // own, allocated per call: reentrant, and nothing stays mapped between calls. A repeated
+    // allocation of one size is served from the heap glibc keeps, not by fresh pages (up to its
+    // 32 MB mmap threshold).
+    std::vector<Value *> call_args, scratch;
+    for (size_t t = 0; t < c.tensors.size(); ++t) {
+        const bool owned =
+            t >= c.num_buffers() || std::ranges::find(kernel_owned, int(t)) != kernel_owned.end();
+        if (!owned) {
+            call_args.push_back(
+                b.CreateAlignedLoad(ptr, b.CreateConstInBoundsGEP1_64(ptr, kernel->getArg(0), t),
+                                    llvm::Align(8), c.tensors[t].name + ".ptr"));
+            continue;
+        }
+        // `pack` keeps a scratch tensor within kMaxScratchElements; a folded one is smaller.
         Value *p = emit_checked_alloc(b, kernel, c.tensors[t].num_elements(), c.tensors[t].name);
         call_args.push_back(p);
         scratch.push_back(p);

@@ -48,8 +48,9 @@ void emit_zero_outputs(const Computation &c, const KernelBody &body,
                        const std::vector<bool> &zero_started, LoweringSummary &summary);
 
 /// The exported KernelFn `void fn_name(float *const *buffers, const volatile int32_t *cancel)`
-/// that unpacks the buffers and calls the body (inlined by the JIT's first pass).
+/// that unpacks the buffers and calls the body (inlined by the JIT's first pass). The scratch
+/// tensors and the temporaries in `kernel_owned` (lower_fuse.h) it allocates and frees itself.
 void emit_wrapper(const Computation &c, llvm::Module &m, const KernelBody &body,
-                  const std::string &fn_name);
+                  const std::string &fn_name, const std::vector<int> &kernel_owned = {});
 
 }  // namespace looptool::detail

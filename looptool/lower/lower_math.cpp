@@ -94,6 +94,41 @@ llvm::Value *scalarized(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x, unsigne
     return out;
 }
 
+// exp on a vector inline, Cephes' expf: k = rint(x log2 e), r = x - k ln 2 in two parts (the
+// first with few enough bits that k times it is exact), exp(r) by a degree-6 polynomial on
+// [-ln2/2, ln2/2] (within 2 ulp), scaled by 2^k as two powers of two so that a result below
+// 2^-126 is rounded once into the subnormals. x is clamped to [-104, 89] first: exp(-104)
+// rounds to 0 and 2^128 overflows to inf, as exp of anything beyond does; NaN stays NaN. Inline
+// rather than libmvec: a call per 16 lanes clobbers every vector register and costs several
+// times these ~20 instructions, which is what a softmax row spends its time on.
+llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
+    auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
+    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), vt->getNumElements());
+    auto k = [&](double v) { return llvm::ConstantFP::get(vt, v); };
+    auto fma = [&](llvm::Value *a, llvm::Value *m, llvm::Value *c) {
+        return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, m, c});
+    };
+    llvm::Value *xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, k(-104.0));
+    xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, k(89.0));
+    llvm::Value *n =
+        b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFMul(xc, k(1.44269504088896341)));
+    llvm::Value *r = fma(n, k(-0.693359375), xc);
+    r = fma(n, k(2.12194440e-4), r);
+    llvm::Value *p = k(1.9875691500e-4);
+    for (double c :
+         {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
+        p = fma(p, r, k(c));
+    p = fma(p, b.CreateFMul(r, r), b.CreateFAdd(r, k(1.0)));
+    llvm::Value *ni = b.CreateFPToSI(n, it);
+    llvm::Value *n1 = b.CreateAShr(ni, 1), *n2 = b.CreateSub(ni, n1);
+    auto pow2 = [&](llvm::Value *e) {
+        llvm::Value *bias = llvm::ConstantInt::get(it, 127);
+        return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, bias), 23), vt);
+    };
+    llvm::Value *y = b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
+    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+}
+
 }  // namespace
 
 unsigned vector_math_widths(const llvm::TargetMachine &tm) {
@@ -122,6 +157,7 @@ llvm::Value *emit_math(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x) {
     auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
     if (!vt) return scalar_call(b, op, x, widths);
     const unsigned n = vt->getNumElements();
+    if (op == OpKind::Exp) return inline_exp(b, x);
     if (widths == 0) return scalarized(b, op, x, n);
     unsigned widest = 0;
     for (unsigned w : kMathWidths)

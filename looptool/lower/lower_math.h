@@ -1,5 +1,6 @@
-// Lowering, internal: exp, log, tanh and erf as calls of glibc's math libraries. A vector goes
-// to libmvec's variants (`_ZGVeN16v_expf`: 16 lanes, AVX-512; `d`, 8: AVX2; `b`, 4: SSE) in
+// Lowering, internal: exp, log, tanh and erf as calls of glibc's math libraries, except exp on
+// a vector, which is inline code (Cephes' expf, within 2 ulp). A vector otherwise goes to
+// libmvec's variants (`_ZGVeN16v_expf`: 16 lanes, AVX-512; `d`, 8: AVX2; `b`, 4: SSE) in
 // pieces of the widths the target allows; a scalar calls libm (`expf`) with those variants
 // named on the call, so LLVM's loop vectorizer can widen it to them. Without any width (another
 // target, or no libmvec) a vector is computed lane by lane by libm.

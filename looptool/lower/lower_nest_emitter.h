@@ -55,15 +55,18 @@ inline int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b <
 /// state is the builder's position and the static context passed down the walk.
 class NestEmitter {
 public:
-    /// `before`: the plan of a nest that shares this one's first loops (Nest::shared), emitted
-    /// inside them.
+    /// `before`: the plans of the nests that share this one's first loops (Nest::shared), the
+    /// nearest first, emitted inside them (the nearest itself emits the one before it, and so on).
     /// `threads` > 1: a parallel outermost loop runs on the JIT's thread pool (run_parallel).
-    NestEmitter(const Computation &c, const NestPlan &plan, const NestPlan *before,
+    NestEmitter(const Computation &c, const NestPlan &plan, std::vector<const NestPlan *> before,
                 const KernelBody &body, IRBuilder<> &b, std::vector<bool> &zero_started,
                 LoweringSummary &sum, int threads = 1)
         : c_(c),
           plan_(plan),
-          before_(before),
+          before_(before.empty() ? nullptr : before[0]),
+          earlier_(before.empty()
+                       ? before
+                       : std::vector<const NestPlan *>(before.begin() + 1, before.end())),
           slots_(plan.slots),
           body_(body),
           b_(b),
@@ -71,7 +74,8 @@ public:
           zero_started_(zero_started),
           sum_(sum),
           threads_(threads) {
-        if (before_) slots_.insert(slots_.end(), before_->slots.begin(), before_->slots.end());
+        for (const NestPlan *p : before)
+            slots_.insert(slots_.end(), p->slots.begin(), p->slots.end());
         f32_ = Type::getFloatTy(ctx_);
         i64_ = Type::getInt64Ty(ctx_);
         i32_ = Type::getInt32Ty(ctx_);
@@ -110,7 +114,7 @@ private:
     void emit_chunk_range();
     /// At the end of the shared loops: the nest that shares them, in the same context.
     void emit_before(size_t d, const State &st) {
-        NestEmitter inner(c_, *before_, nullptr, body_, b_, zero_started_, sum_);
+        NestEmitter inner(c_, *before_, earlier_, body_, b_, zero_started_, sum_);
         State s2;
         s2.avail = st.avail;
         s2.stat = st.stat;
@@ -198,8 +202,9 @@ private:
     const Computation &c_;
     const NestPlan &plan_;
     const NestPlan *before_;
-    /// This nest's slots, then those of the nest emitted inside its shared loops: the shared
-    /// loops advance the pointers of both.
+    std::vector<const NestPlan *> earlier_;  ///< the nests before_ emits inside its shared loops
+    /// This nest's slots, then those of the nests emitted inside its shared loops: the shared
+    /// loops advance the pointers of all.
     std::vector<Slot> slots_;
     const KernelBody &body_;
     IRBuilder<> &b_;

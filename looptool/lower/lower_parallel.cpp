@@ -45,7 +45,7 @@ void NestEmitter::run_parallel() {
         IRBuilder<> rb(range.entry);
         rb.CreateBr(range.nests);
         rb.SetInsertPoint(range.nests);
-        NestEmitter chunk(c_, plan_, nullptr, range, rb, zero_started_, sum_);
+        NestEmitter chunk(c_, plan_, {}, range, rb, zero_started_, sum_);
         chunk.emit_chunk_range();
         rb.CreateBr(range.ret);
     }

@@ -242,11 +242,18 @@ std::vector<NestPlan> plan_nests(const Computation &c, const LoopTree &tree,
         plans.push_back(std::move(p));
     }
     // Nests sharing loops are emitted together (lower_emit.cpp): generic code has no static
-    // context to hand to the other, so both are generic if one is.
-    for (size_t ni = 0; ni + 1 < plans.size(); ++ni)
-        if (plans[ni].nest.shared &&
-            (plans[ni].mode == NestMode::Generic || plans[ni + 1].mode == NestMode::Generic))
-            plans[ni].mode = plans[ni + 1].mode = NestMode::Generic;
+    // context to hand to the others, so all of a chain are generic if one is.
+    for (size_t a = 0; a < plans.size();) {
+        size_t b = a;
+        bool generic = false;
+        for (; b < plans.size(); ++b) {
+            generic |= plans[b].mode == NestMode::Generic;
+            if (!plans[b].nest.shared) break;
+        }
+        for (size_t n = a; n <= b && n < plans.size(); ++n)
+            if (generic) plans[n].mode = NestMode::Generic;
+        a = b + 1;
+    }
     return plans;
 }
 
