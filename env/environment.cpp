@@ -68,7 +68,9 @@ void Environment::reset(const Program &program) {
         // cut_keys_ stay: a search switches between a computation and its packed forms (a seed
         // with `pack`), and what it measured cut short stays so until reset_measure_options().
         have_reference_ = false;
-        buffers_ = make_buffers(c, 1);
+        // Without measurement no kernel runs: an environment that only steps (a search's
+        // unmeasured rollouts) needs no buffers.
+        if (config_.measure_enabled) buffers_ = make_buffers(c, 1);
     }
     program_ = program;
     steps_ = 0;
