@@ -12,7 +12,8 @@
 // rollout visits becomes a node.
 // A rollout is at most the policy's own episode length (what it was trained on); chaining
 // rollouts from measured states reaches longer schedules, up to guided_step_limit() actions
-// from the start. Every state is measured once (the environment's cache and store).
+// from the start. Every state is measured once (the environment's cache and store); with a cost
+// model (GuidedConfig::rank) only the states it ranks best are (ranked_rollout.h).
 #pragma once
 
 #include <string>
