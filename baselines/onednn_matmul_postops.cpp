@@ -189,8 +189,7 @@ std::function<double()> onednn_postops_measurer(const std::string &bench, const 
     m.run();
     if (const auto cmp = looptool::compare_outputs(c, want, st->buffers); !cmp.ok)
         throw Error(fmt::format("{} {} ({}): the library's result differs from the reference: {}",
-                                bench, kOnednnMatmul, m.implementation(),
-                                cmp.first_mismatch));
+                                bench, kOnednnMatmul, m.implementation(), cmp.first_mismatch));
     return [st] {
         struct Active {  // the kernel's global, cleared however the measurement ends
             explicit Active(MatmulPrimitive *p) { g_prim = p; }

@@ -23,7 +23,7 @@ bool onednn_postops_runs_on(const looptool::Computation &c);
 /// reference), then each call of the returned function measures the primitive with the full
 /// protocol and returns the median GFLOPS counted with c's FLOPs.
 std::function<double()> onednn_postops_measurer(const std::string &bench,
-                                               const looptool::Computation &c);
+                                                const looptool::Computation &c);
 
 /// oneDNN's implementation name for `c`'s primitive, e.g. "brg:avx512_core".
 std::string onednn_postops_implementation(const looptool::Computation &c);

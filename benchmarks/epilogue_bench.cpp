@@ -1,10 +1,10 @@
 // Side-by-side benchmark of matmuls with an epilogue (looptool/gen/epilogue.h), single-threaded
 // and pinned: our kernel with the epilogue fused into the matmul's register tile (`fuse`), the
 // same schedule without `fuse` (the epilogue a second pass over the temporary), and oneDNN's
-// matmul with post-ops (baselines/onednn_matmul_postops.h). Our schedule is the fastest of tune's seeds
-// for the shape (search/seeds.h; each ends with `fuse`), ranked with the short protocol. Every
-// kernel is checked against the reference before it is timed; the sides alternate round by round
-// and each figure is the median of the rounds.
+// matmul with post-ops (baselines/onednn_matmul_postops.h). Our schedule is the fastest of tune's
+// seeds for the shape (search/seeds.h; each ends with `fuse`), ranked with the short protocol.
+// Every kernel is checked against the reference before it is timed; the sides alternate round by
+// round and each figure is the median of the rounds.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>

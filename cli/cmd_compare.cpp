@@ -8,6 +8,7 @@
 #include "cli/validators.h"
 #include "experiments/compare.h"
 #include "looptool/ir/error.h"
+#include "tune/cost_model.h"
 #include "tune/guided_search.h"
 #include "util/threads.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 struct Opts {
     looptune::CompareConfig c;
-    std::string split = "test", methods, benchmarks, policy, untrained;
+    std::string split = "test", methods, benchmarks, policy, untrained, cost_model;
     bool json = false, no_plots = false;
     CLI::Option *benchmarks_option = nullptr, *space_option = nullptr;
 };
@@ -33,7 +34,7 @@ void add_options(CLI::App *cmd, Opts &o) {
            "Comma-separated methods (also: policy, policy-greedy, policy-full, and the ablations "
            "policy-noseeds, seeds; onednn-matmul: oneDNN's matmul primitive on batched and "
            "strided matmuls such as attention's; with --untrained: untrained, untrained-greedy, "
-           "untrained-noseeds)")
+           "untrained-noseeds; with --cost-model: policy-ranked)")
         ->capture_default_str();
     cmd->add_option("--against", o.c.against,
                     "The reference of the beat/tied/lost counts, one of --methods (default: "
@@ -70,6 +71,10 @@ void add_options(CLI::App *cmd, Opts &o) {
                     "A second policy file (an untrained network of the same architecture: "
                     "`train --steps 1 --learning-starts 100000` writes one) for the methods "
                     "`untrained` and `untrained-noseeds`: the learning's ablation")
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--cost-model", o.cost_model,
+                    "A cost model (`looptool cost-model`) for the method `policy-ranked`: "
+                    "`policy` ranking schedules by it before measuring them (tune --rank model)")
         ->check(CLI::ExistingFile);
     cmd->add_flag("--no-plots", o.no_plots, "Skip the PNG plots");
     cmd->add_flag("--final-only", o.c.final_only,
@@ -126,6 +131,24 @@ void add_policy_methods(Opts &o, const std::string &prefix, const std::string &p
         o.c.extra_methods[kind == "seeds" ? kind : prefix + kind] = {
             run, [load](looptune::EnvConfig e) { return load().env_config(e); }};
     }
+}
+
+// `policy-ranked`: `policy` with the cost model ranking what it measures (tune --rank model).
+void add_ranked_method(Opts &o) {
+    auto model = std::make_shared<looptune::CostModel>(looptune::CostModel::load(o.cost_model));
+    auto policy = std::make_shared<std::optional<looptune::Policy>>();
+    const std::string path = o.policy.empty() ? looptune::default_policy_path() : o.policy;
+    auto load = [policy, path]() -> const looptune::Policy & {
+        if (!*policy) policy->emplace(looptune::Policy::load(path));
+        return **policy;
+    };
+    auto run = [load, model](looptune::Environment &env, const Program &start) {
+        looptune::GuidedConfig g;
+        g.rank = model.get();
+        return looptune::guided_search(load(), env, start, g).actions;
+    };
+    o.c.extra_methods["policy-ranked"] = {
+        run, [load](looptune::EnvConfig e) { return load().env_config(e); }};
 }
 
 void add_progress(Opts &o, bool tty) {
@@ -185,6 +208,7 @@ Run add_compare(CLI::App &app) {
             o->c.space = "threads";
         add_policy_methods(*o, "policy", o->policy);
         if (!o->untrained.empty()) add_policy_methods(*o, "untrained", o->untrained);
+        if (!o->cost_model.empty()) add_ranked_method(*o);
         const bool tty = ::isatty(2);
         add_progress(*o, tty);
         const auto rows = looptune::run_compare(o->c);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 #include "looptool/measure/traffic.h"
+#include "tune/cost_model.h"
 #include "tune/guided_search.h"
 #include "tune/schedule_library_use.h"
 #include "util/stats.h"
@@ -62,8 +64,7 @@ std::vector<Target> targets(const std::vector<std::string> &benches,
                             const std::vector<std::string> &bmms,
                             const std::vector<std::string> &convs,
                             const std::vector<std::string> &scores,
-                            const std::vector<std::string> &contexts,
-                            const std::string &epilogue) {
+                            const std::vector<std::string> &contexts, const std::string &epilogue) {
     std::vector<Target> out;
     const Epilogue e = parse_epilogue(epilogue);
     if (e.any() && matmuls.empty()) throw Error("tune: --epilogue is for --matmul");
@@ -117,7 +118,7 @@ std::string seed_attribution(const looptune::GuidedResult &r) {
 
 struct TuneOptions {
     std::vector<std::string> benches, matmuls, bmms, convs, scores, contexts;
-    std::string policy, store, library, epilogue;
+    std::string policy, store, library, epilogue, rank = "auto", cost_model;
     bool json = false, verify = false, retune = false;
     int64_t max_memory = 0;
     int threads = 0;  // add_threads_option sets the default
@@ -200,6 +201,16 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "(those slow down 2-8x while other cores use the L3; 0: the fastest)")
         ->capture_default_str()
         ->check(finite_in(0, 0.5));
+    cmd->add_option("--rank", o.rank,
+                    "Rank schedules by this machine's cost model before measuring them and "
+                    "measure only the best-ranked (model), measure every state (none), or model "
+                    "when a cost model is there (auto; a damaged one is then passed over with a "
+                    "warning)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "model", "none"}));
+    cmd->add_option("--cost-model", o.cost_model,
+                    "Cost model file for --rank (default: this machine's, written by "
+                    "`looptool cost-model`)");
     cmd->add_flag("--verify", o.verify,
                   "Check every newly compiled kernel against the reference interpreter");
     add_max_memory_option(cmd, o.max_memory);
@@ -249,6 +260,8 @@ nlohmann::json tune_json(const Program &start, const looptune::GuidedResult &r,
             {"budget_s", o.guided.budget_s},
             {"call_seconds", r.call_seconds},
             {"schedules", r.schedules},
+            {"measurements", r.measurements},
+            {"rank", o.guided.rank ? "model" : "none"},
             {"program", serialize(r.best)}};
 }
 
@@ -298,9 +311,10 @@ void print_tune(const Program &start, const looptune::GuidedResult &r, const Tun
         r.base_cut_short ? ", an upper bound: its measurement was cut short" : "", best.size(),
         r.found_by, fmt::join(best, " "));
     fmt::print(
-        "  greedy rollout {:.1f} GFLOPS; {} more rollouts, {} schedules, at most {} "
-        "actions; {:.3f} s\n",
-        r.greedy.best_gflops, r.rollouts, r.schedules, r.max_steps, elapsed);
+        "  greedy rollout {:.1f} GFLOPS; {} more rollouts{}, {} schedules, {} measurements, at "
+        "most {} actions; {:.3f} s\n",
+        r.greedy.best_gflops, r.rollouts, o.guided.rank ? " ranked by the cost model" : "",
+        r.schedules, r.measurements, r.max_steps, elapsed);
 }
 
 /// The policy and its environment, loaded for the first benchmark the library cannot answer.
@@ -371,9 +385,33 @@ nlohmann::json library_answer_json(const looptune::LibraryAnswer &a, const std::
             {"program", serialize(a.program)}};
 }
 
-int run_tune(const TuneOptions &o) {
+/// The cost model --rank asks for: none, or loaded (auto: only when its file exists, and a
+/// damaged one is passed over with a warning; model: a missing or damaged file is an error).
+std::optional<looptune::CostModel> rank_model(const TuneOptions &o) {
+    if (o.rank == "none") return std::nullopt;
+    const std::string path =
+        o.cost_model.empty() ? looptune::default_cost_model_path() : o.cost_model;
+    if (o.rank == "auto" && (path.empty() || !std::filesystem::exists(path))) return std::nullopt;
+    if (path.empty())
+        throw Error("--rank model: no cache directory (HOME unset); give --cost-model");
+    try {
+        looptune::CostModel m = looptune::CostModel::load(path);
+        if (m.machine() != looptune::machine_fingerprint(machine_peak_gflops()))
+            fmt::print(stderr, "warning: {}: fitted to measurements of another machine ({})\n",
+                       path, m.machine());
+        return m;
+    } catch (const Error &e) {
+        if (o.rank == "model") throw;
+        fmt::print(stderr, "warning: {}; measuring without ranking (--rank none)\n", e.what());
+        return std::nullopt;
+    }
+}
+
+int run_tune(TuneOptions o) {
     const std::vector<Target> todo =
         targets(o.benches, o.matmuls, o.bmms, o.convs, o.scores, o.contexts, o.epilogue);
+    const std::optional<looptune::CostModel> model = rank_model(o);
+    o.guided.rank = model ? &*model : nullptr;
     Library library(o);
     Tuner tuner;
     nlohmann::json results = nlohmann::json::array();

@@ -31,7 +31,8 @@ using Run = std::function<int()>;
     X("slurm-train", add_slurm_train) \
     X("export", add_export)           \
     X("policy", add_policy)           \
-    X("lib", add_lib)
+    X("lib", add_lib)                 \
+    X("cost-model", add_cost_model)
 
 #define LOOPTOOL_COMMAND_DECLARE(name, add) Run add(CLI::App &app);
 LOOPTOOL_COMMANDS(LOOPTOOL_COMMAND_DECLARE)

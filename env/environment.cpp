@@ -68,7 +68,9 @@ void Environment::reset(const Program &program) {
         // cut_keys_ stay: a search switches between a computation and its packed forms (a seed
         // with `pack`), and what it measured cut short stays so until reset_measure_options().
         have_reference_ = false;
-        buffers_ = make_buffers(c, 1);
+        // Without measurement no kernel runs but verify()'s: an environment that only steps (a
+        // search's unmeasured rollouts) needs no buffers.
+        if (config_.measure_enabled) buffers_ = make_buffers(c, 1);
     }
     program_ = program;
     steps_ = 0;
@@ -219,6 +221,8 @@ void Environment::reset_measure_options() {
 
 void Environment::ensure_reference() {
     if (have_reference_) return;
+    // (An environment that does not measure makes its buffers here, when it first verifies.)
+    if (buffers_.data.empty()) buffers_ = make_buffers(*program_.comp, 1);
     const looptool::ReferenceProgressEnd progress(config_.reference.progress);
     reference_ = compute_reference(*program_.comp, buffers_, config_.reference);
     progress.done();

@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "baselines/onednn_conv.h"
-#include "baselines/onednn_primitive.h"
 #include "baselines/onednn_matmul_postops.h"
+#include "baselines/onednn_primitive.h"
 #include "baselines/onednn_rowop.h"
 #include "baselines/reference_kernels.h"
 #include "experiments/compare_judge.h"

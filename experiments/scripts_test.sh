@@ -144,6 +144,10 @@ grep -q "not a directory" "$tmp/e1" && ! grep -q Traceback "$tmp/e1" || fail "$(
 if "$py" "$here/family_coverage.py" --shapes bogus --out "$tmp/y" --build "$build" \
     > "$tmp/e2" 2>&1; then fail "a bad shape was accepted"; fi
 grep -q "bogus: error: bad shape" "$tmp/e2" && ! grep -q Traceback "$tmp/e2" || fail "$(cat "$tmp/e2")"
+if "$py" "$here/rank_gain.py" --model "$tmp/none.json" --dataset "$tmp" --out "$tmp/z" \
+    --build "$build" > "$tmp/e3" 2>&1; then fail "rank_gain.py took a missing model"; fi
+grep -q "none.json: no such cost model file" "$tmp/e3" && ! grep -q Traceback "$tmp/e3" ||
+    fail "$(cat "$tmp/e3")"
 # lib_speed.sh end to end on two tiny shapes: tune, lib build, both sides checked and timed.
 "$here/lib_speed.sh" --build "$build" --out "$tmp/lib" --shapes "32,48,64 17,33,9" \
     --budget-s 0.1 --core 0 > "$tmp/lib.log" 2>&1 || fail "lib_speed.sh: $(tail -3 "$tmp/lib.log")"

@@ -1,6 +1,8 @@
 // The guided search's measurement protocol and its choices among measured kernels
 // (guided_search.h): bounded measurements, fewer calls for long kernels, the step limit, and
 // the final pick (robust to the shared cache, never below the start).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -66,6 +68,35 @@ looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double cal
     o.min_runs = int(needed);
     o.warmup = std::min(o.warmup, call_s >= o.min_time_s ? 0 : 1);
     return o;
+}
+
+void check_guided_config(const GuidedConfig &config, int episode) {
+    if (!(config.budget_s > 0) || !std::isfinite(config.budget_s))
+        throw looptool::Error(
+            fmt::format("the budget must be positive and finite (got {})", config.budget_s));
+    if (!(config.robust_margin >= 0 && config.robust_margin < 1))
+        throw looptool::Error(
+            fmt::format("the robust margin must be in [0, 1) (got {})", config.robust_margin));
+    if (config.branches < 1)
+        throw looptool::Error(
+            fmt::format("the branch count must be at least 1 (got {})", config.branches));
+    if (config.max_steps != 0 && config.max_steps < episode)
+        throw looptool::Error(
+            fmt::format("the step limit must be 0 (automatic) or at least the policy's episode "
+                        "length {} (got {})",
+                        episode, config.max_steps));
+    // One image would not do: a batch loop that runs once lets `pack` copy block by block where
+    // the whole batch's copies the whole tensor, so the same actions would do other things.
+    if (config.batch_slice < 0 || config.batch_slice == 1)
+        throw looptool::Error(fmt::format(
+            "the batch slice must be 0 (none) or at least 2 images (got {})", config.batch_slice));
+    if (!(config.band_gflops >= 0) || !std::isfinite(config.band_gflops))
+        throw looptool::Error(fmt::format(
+            "the band's GFLOPs must be 0 (no band) or positive (got {})", config.band_gflops));
+    if (!(config.prefix_gflops >= 0) || !std::isfinite(config.prefix_gflops))
+        throw looptool::Error(
+            fmt::format("the prefix's GFLOPs must be 0 (whole kernels) or positive (got {})",
+                        config.prefix_gflops));
 }
 
 int guided_step_limit(const looptool::Computation &c, int policy_steps) {

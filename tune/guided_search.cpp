@@ -12,6 +12,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
 #include "search/tile_schedules.h"
+#include "tune/ranked_rollout.h"
 #include "util/stats.h"
 
 namespace looptune {
@@ -270,6 +271,7 @@ public:
         const Node from = nodes_[from_index];  // a copy: add() may reallocate nodes_
         const std::string origin =
             from.origin.ends_with(" + policy") ? from.origin : from.origin + " + policy";
+        if (config_.rank) return ranked_rollout(from, branch, origin);
         bound_next_measurement();
         env_.reset(from.program);  // a fresh episode of the policy's length from this state
         std::vector<float> q = policy_.q_values(env_);
@@ -292,6 +294,24 @@ public:
             nodes_[last].next_branch = 0;
     }
 
+    /// rollout() with the cost model: unmeasured, then its best-scored state measured.
+    void ranked_rollout(const Node &from, int branch, const std::string &origin) {
+        if (!shadow_) shadow_ = unmeasured_environment(env_);
+        const std::vector<ScoredState> states = scored_rollout(
+            policy_, *shadow_, from.program, branch, limit_ - int(from.path.size()), *config_.rank);
+        const auto top = std::max_element(
+            states.begin(), states.end(),
+            [](const ScoredState &a, const ScoredState &b) { return a.score < b.score; });
+        const double before = best_gflops_;
+        if (top != states.end()) {
+            std::vector<Action> path = from.path;
+            path.insert(path.end(), top->actions.begin(), top->actions.end());
+            bound_next_measurement();
+            add(top->program, std::move(path), env_.evaluate(top->program), 0, origin);
+        }
+        stale_ = best_gflops_ > before ? 0 : stale_ + 1;
+    }
+
     /// tune_with_policy() (the policy's greedy episode from `start`), each measurement within
     /// the search's bound; the start becomes the node "naive".
     PolicyTuneResult greedy_rollout(const Program &start) {
@@ -303,7 +323,9 @@ public:
             else
                 best_gflops_ = std::max(best_gflops_, gflops);
         };
-        return tune_with_policy(policy_, env_, start, hooks);
+        if (!config_.rank) return tune_with_policy(policy_, env_, start, hooks);
+        if (!shadow_) shadow_ = unmeasured_environment(env_);
+        return ranked_greedy_rollout(policy_, env_, *shadow_, start, *config_.rank, hooks);
     }
 
     /// `win`, or when its actions do not apply to `whole` (an unroll of the batch loop, longer
@@ -340,11 +362,11 @@ public:
         r.max_steps = limit_;
         const bool naive_start =
             looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
-        const std::vector<TuneSeed> seeds =
-            !config_.greedy && config_.tile_seeds && naive_start
-                ? tune_seeds(*start.comp, limit_, env_.action_space(), row_band,
-                             env_.config().threads)
-                : std::vector<TuneSeed>{};
+        std::vector<TuneSeed> seeds = !config_.greedy && config_.tile_seeds && naive_start
+                                          ? tune_seeds(*start.comp, limit_, env_.action_space(),
+                                                       row_band, env_.config().threads)
+                                          : std::vector<TuneSeed>{};
+        if (config_.rank) seeds = ranked_seeds(seeds, start, *config_.rank);
         // The seeds before the greedy rollout, whatever the budget: they are fast kernels,
         // cheap to measure, while on a shape unlike LoopTune's grid the rollout alone can spend
         // the budget measuring slow states.
@@ -370,11 +392,12 @@ public:
         Program p = start;
         for (size_t i = 0; i < r.greedy.actions.size(); ++i) {
             p = looptool::apply(p, r.greedy.actions[i]);
+            if (std::isnan(r.greedy.step_gflops[i])) continue;  // not measured (ranked)
             add(p, {r.greedy.actions.begin(), r.greedy.actions.begin() + long(i) + 1},
                 r.greedy.step_gflops[i], i + 1 == r.greedy.actions.size() ? 0 : 1, "greedy");
         }
         if (!config_.greedy) {
-            while (!out_of_time()) {
+            while (!out_of_time() && stale_ < kRankPatience) {
                 Node *n = next_to_expand();
                 if (!n) break;
                 const int branch = n->next_branch++;
@@ -400,6 +423,7 @@ public:
         r.prefix_measurements = env_.prefix_measurements() - prefix0;
         r.schedules = env_.counters().compiles + env_.counters().store_hits - counters0.compiles -
                       counters0.store_hits;
+        r.measurements = env_.counters().measurements - counters0.measurements;
         r.seconds = elapsed();
         return r;
     }
@@ -421,6 +445,8 @@ private:
     std::vector<size_t> seed_nodes_;  // the seeds' nodes
     size_t start_node_ = 0;           // the start's node
     int rollouts_ = 0;
+    int stale_ = 0;                        // ranked rollouts in a row that found nothing faster
+    std::unique_ptr<Environment> shadow_;  // for ranked rollouts: measures nothing
     const double flops_;
     double best_gflops_ = 0;  // the best measured so far, bounds the next measurement
 };
@@ -429,38 +455,13 @@ private:
 
 GuidedResult guided_search(const Policy &policy, Environment &env, const Program &start,
                            const GuidedConfig &config) {
-    if (!(config.budget_s > 0) || !std::isfinite(config.budget_s))
-        throw looptool::Error(
-            fmt::format("the budget must be positive and finite (got {})", config.budget_s));
-    if (!(config.robust_margin >= 0 && config.robust_margin < 1))
-        throw looptool::Error(
-            fmt::format("the robust margin must be in [0, 1) (got {})", config.robust_margin));
-    if (config.branches < 1)
-        throw looptool::Error(
-            fmt::format("the branch count must be at least 1 (got {})", config.branches));
+    check_guided_config(config, env.config().max_steps);
     const int episode = env.config().max_steps;
-    if (config.max_steps != 0 && config.max_steps < episode)
-        throw looptool::Error(
-            fmt::format("the step limit must be 0 (automatic) or at least the policy's episode "
-                        "length {} (got {})",
-                        episode, config.max_steps));
     auto limit = [&](const looptool::Computation &c) {
         return config.max_steps > 0 ? config.max_steps : guided_step_limit(c, episode);
     };
     const bool naive_start =
         looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));
-    // One image would not do: a batch loop that runs once lets `pack` copy block by block where
-    // the whole batch's copies the whole tensor, so the same actions would do other things.
-    if (config.batch_slice < 0 || config.batch_slice == 1)
-        throw looptool::Error(fmt::format(
-            "the batch slice must be 0 (none) or at least 2 images (got {})", config.batch_slice));
-    if (!(config.band_gflops >= 0) || !std::isfinite(config.band_gflops))
-        throw looptool::Error(fmt::format(
-            "the band's GFLOPs must be 0 (no band) or positive (got {})", config.band_gflops));
-    if (!(config.prefix_gflops >= 0) || !std::isfinite(config.prefix_gflops))
-        throw looptool::Error(
-            fmt::format("the prefix's GFLOPs must be 0 (whole kernels) or positive (got {})",
-                        config.prefix_gflops));
     // The computation searched: the whole one, or a conv's slice of images and band of rows.
     const auto slice = config.batch_slice > 0 && naive_start
                            ? conv_batch_slice(*start.comp, config.batch_slice)

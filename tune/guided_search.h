@@ -12,7 +12,8 @@
 // rollout visits becomes a node.
 // A rollout is at most the policy's own episode length (what it was trained on); chaining
 // rollouts from measured states reaches longer schedules, up to guided_step_limit() actions
-// from the start. Every state is measured once (the environment's cache and store).
+// from the start. Every state is measured once (the environment's cache and store); with a cost
+// model (GuidedConfig::rank) only the states it ranks best are (ranked_rollout.h).
 #pragma once
 
 #include <string>
@@ -23,6 +24,8 @@
 #include "tune/policy.h"
 
 namespace looptune {
+
+class CostModel;
 
 struct GuidedConfig {
     /// Wall clock of the search, seconds, from its start: no rollout step starts that would end
@@ -60,6 +63,9 @@ struct GuidedConfig {
     /// slower while other cores stream through the L3 costs more on average once that happens
     /// 2.5% of the time (docs/decisions.md).
     double robust_margin = 0.1;
+    /// A cost model that ranks schedules before they are measured (ranked_rollout.h says
+    /// where); nullptr: every state a rollout visits is measured, until the budget ends.
+    const CostModel *rank = nullptr;
 };
 
 /// Calls of the best kernel so far a new measurement may take during the search.
@@ -126,6 +132,9 @@ struct GuidedResult {
     int max_steps = 0;        ///< the step limit used
     int rollouts = 0;         ///< rollouts after the greedy one
     int64_t schedules = 0;    ///< distinct schedules compiled or found in the store
+    /// Kernels timed (the finalists' and judged rounds' measurements included; store and
+    /// cache hits not).
+    int64_t measurements = 0;
     double seconds = 0;
     /// One call of the chosen kernel, in seconds, on what was searched (the computation, or its
     /// slice or band): with the seeds and the greedy rollout measured whatever the budget, a
@@ -177,6 +186,9 @@ size_t prefer_robust(const std::vector<double> &gflops, const std::vector<bool> 
 /// pick measured slower than it, so tune never returns a kernel slower than its start.
 size_t choose_final(const std::vector<double> &gflops, const std::vector<bool> &fragile,
                     size_t start, double margin);
+
+/// Throws looptool::Error for a configuration guided_search() refuses (`episode`: the policy's).
+void check_guided_config(const GuidedConfig &config, int episode);
 
 /// Tunes `start` in `env` (configured with policy.env_config()). Throws looptool::Error for a
 /// non-positive budget, fewer than one branch or a negative step limit.

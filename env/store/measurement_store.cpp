@@ -286,6 +286,20 @@ void MeasurementStore::put(const std::string &benchmark, const std::string &sche
     tx.commit();
 }
 
+std::vector<MeasurementStore::Row> MeasurementStore::rows(const std::string &machine) {
+    std::lock_guard lock(impl_->mu);
+    Connection &c = impl_->conn;
+    Stmt s(c.db,
+           fmt::format("SELECT benchmark, schedule, median_gflops FROM measurements WHERE "
+                       "machine = ?1 AND {} ORDER BY rowid",
+                       kValidRow),
+           c.path);
+    s.bind(1, machine);
+    std::vector<Row> out;
+    while (s.step()) out.push_back({s.text(0), s.text(1), s.real(2)});
+    return out;
+}
+
 MeasurementStore::Stats MeasurementStore::stats() {
     std::lock_guard lock(impl_->mu);
     Connection &c = impl_->conn;

@@ -54,6 +54,13 @@ public:
     void put(const std::string &benchmark, const std::string &schedule, const std::string &machine,
              const StoredMeasurement &m);
 
+    struct Row {
+        std::string benchmark, schedule;
+        double median_gflops = 0;
+    };
+    /// Every valid row measured on `machine`, in insertion order (a cost model's training set).
+    std::vector<Row> rows(const std::string &machine);
+
     struct MachineStats {
         std::string machine;
         int64_t measurements = 0, benchmarks = 0;
