@@ -127,7 +127,8 @@ struct TuneOptions {
 
 namespace {
 
-void add_tune_options(CLI::App *cmd, TuneOptions &o) {
+/// What to tune: files, or computations by their shape.
+void add_target_options(CLI::App *cmd, TuneOptions &o) {
     cmd->add_option("--bench", o.benches, "Benchmark file (repeatable: one policy load for all)");
     cmd->add_option(
         "--matmul", o.matmuls,
@@ -148,6 +149,10 @@ void add_tune_options(CLI::App *cmd, TuneOptions &o) {
                     "A conv2d by its shape N,CI,H,W,CO,KH,KW[,STRIDE[,PAD]] (images, input "
                     "channels, input rows and columns, output channels, kernel rows and columns; "
                     "stride 1 and no padding unless given; PAD zeros on each side; repeatable)");
+}
+
+void add_tune_options(CLI::App *cmd, TuneOptions &o) {
+    add_target_options(cmd, o);
     cmd->add_option("--policy", o.policy,
                     "Policy file (default: the shipped policies/default.policy)");
     cmd->add_option("--store", o.store, "SQLite measurement store");
