@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "baselines/onednn_api.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/check/verify.h"
 #include "looptool/gen/canonical_form.h"
@@ -20,46 +21,7 @@ using looptool::Error;
 
 namespace {
 
-// The C API entry points used here; the header gives their types, dlsym their addresses. One
-// per line: clang-format 14 reflows a list of macro calls differently on every pass.
-// clang-format off
-#define LOOPTUNE_DNNL_CONV_API(X)         \
-    X(dnnl_engine_create)                 \
-    X(dnnl_engine_destroy)                \
-    X(dnnl_stream_create)                 \
-    X(dnnl_stream_destroy)                \
-    X(dnnl_stream_wait)                   \
-    X(dnnl_memory_desc_init_by_tag)       \
-    X(dnnl_convolution_forward_desc_init) \
-    X(dnnl_primitive_desc_create)         \
-    X(dnnl_primitive_desc_destroy)        \
-    X(dnnl_primitive_desc_query)          \
-    X(dnnl_primitive_desc_query_md)       \
-    X(dnnl_primitive_create)              \
-    X(dnnl_primitive_destroy)             \
-    X(dnnl_primitive_execute)             \
-    X(dnnl_memory_create)                 \
-    X(dnnl_memory_destroy)                \
-    X(dnnl_memory_set_data_handle)        \
-    X(dnnl_reorder_primitive_desc_create)
-// clang-format on
-
-struct Api {
-#define LOOPTUNE_DNNL_FIELD(name) decltype(&::name) name = nullptr;
-    LOOPTUNE_DNNL_CONV_API(LOOPTUNE_DNNL_FIELD)
-#undef LOOPTUNE_DNNL_FIELD
-};
-
-const Api &api() {
-    static const Api a = [] {
-        Api r;
-#define LOOPTUNE_DNNL_LOAD(name) r.name = reinterpret_cast<decltype(&::name)>(onednn_symbol(#name));
-        LOOPTUNE_DNNL_CONV_API(LOOPTUNE_DNNL_LOAD)
-#undef LOOPTUNE_DNNL_LOAD
-        return r;
-    }();
-    return a;
-}
+const OnednnApi &api() { return onednn_api(); }
 
 void check(dnnl_status_t s, const char *what) { onednn_check(s, what); }
 
@@ -112,7 +74,7 @@ struct OnednnConv::Impl {
     bool bound = false;
 
     ~Impl() {
-        const Api &a = api();
+        const OnednnApi &a = api();
         for (dnnl_memory_t m : mem)
             if (m) a.dnnl_memory_destroy(m);
         if (user_y) a.dnnl_memory_destroy(user_y);
@@ -131,7 +93,7 @@ struct OnednnConv::Impl {
     // One reorder from `from` to `to`, run now (outside any timing).
     void reorder(dnnl_memory_t from, const dnnl_memory_desc_t &from_md, dnnl_memory_t to,
                  const dnnl_memory_desc_t &to_md) {
-        const Api &a = api();
+        const OnednnApi &a = api();
         dnnl_primitive_desc_t rpd = nullptr;
         check(a.dnnl_reorder_primitive_desc_create(&rpd, &from_md, engine, &to_md, engine, nullptr),
               "reorder descriptor");
@@ -155,7 +117,7 @@ OnednnConv::OnednnConv(const looptool::Computation &c, ConvLayout layout)
             fmt::format("{}: {} runs only conv2d benchmarks (one stride and one padding "
                         "for rows and columns)",
                         c.name, conv_method_name(layout)));
-    const Api &a = api();
+    const OnednnApi &a = api();
     onednn_set_threads();
     Impl &m = *impl_;
     m.layout = layout;
@@ -197,7 +159,7 @@ OnednnConv::OnednnConv(const looptool::Computation &c, ConvLayout layout)
 OnednnConv::~OnednnConv() = default;
 
 void OnednnConv::bind(looptool::Buffers &b) {
-    const Api &a = api();
+    const OnednnApi &a = api();
     Impl &m = *impl_;
     onednn_set_threads();
     LT_CHECK(!m.bound, "OnednnConv::bind called twice");
@@ -223,7 +185,7 @@ void OnednnConv::bind(looptool::Buffers &b) {
 }
 
 void OnednnConv::run() {
-    const Api &a = api();
+    const OnednnApi &a = api();
     Impl &m = *impl_;
     // OpenMP's thread count is per calling thread (onednn.cpp); nanoseconds against the call.
     onednn_set_threads();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "baselines/onednn_api.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/check/interpreter.h"
 #include "looptool/check/verify.h"
@@ -21,48 +22,7 @@ using looptool::Error;
 
 namespace {
 
-// clang-format off
-#define LOOPTUNE_DNNL_MATMUL_API(X)     \
-    X(dnnl_engine_create)               \
-    X(dnnl_engine_destroy)              \
-    X(dnnl_stream_create)               \
-    X(dnnl_stream_destroy)              \
-    X(dnnl_stream_wait)                 \
-    X(dnnl_memory_desc_init_by_tag)     \
-    X(dnnl_matmul_desc_init)            \
-    X(dnnl_post_ops_create)             \
-    X(dnnl_post_ops_destroy)            \
-    X(dnnl_post_ops_append_eltwise)     \
-    X(dnnl_post_ops_append_binary)      \
-    X(dnnl_primitive_attr_create)       \
-    X(dnnl_primitive_attr_destroy)      \
-    X(dnnl_primitive_attr_set_post_ops) \
-    X(dnnl_primitive_desc_create)       \
-    X(dnnl_primitive_desc_destroy)      \
-    X(dnnl_primitive_desc_query)        \
-    X(dnnl_primitive_create)            \
-    X(dnnl_primitive_destroy)           \
-    X(dnnl_primitive_execute)           \
-    X(dnnl_memory_create)               \
-    X(dnnl_memory_destroy)
-// clang-format on
-
-struct Api {
-#define LOOPTUNE_DNNL_FIELD(name) decltype(&::name) name = nullptr;
-    LOOPTUNE_DNNL_MATMUL_API(LOOPTUNE_DNNL_FIELD)
-#undef LOOPTUNE_DNNL_FIELD
-};
-
-const Api &api() {
-    static const Api a = [] {
-        Api r;
-#define LOOPTUNE_DNNL_LOAD(name) r.name = reinterpret_cast<decltype(&::name)>(onednn_symbol(#name));
-        LOOPTUNE_DNNL_MATMUL_API(LOOPTUNE_DNNL_LOAD)
-#undef LOOPTUNE_DNNL_LOAD
-        return r;
-    }();
-    return a;
-}
+const OnednnApi &api() { return onednn_api(); }
 
 void check(dnnl_status_t s, const char *what) { onednn_check(s, what); }
 
@@ -87,7 +47,7 @@ struct MatmulPrimitive {
     std::vector<dnnl_exec_arg_t> args;
 
     explicit MatmulPrimitive(const looptool::MatmulEpilogue &e) {
-        const Api &x = api();
+        const OnednnApi &x = api();
         onednn_set_threads();
         check(x.dnnl_engine_create(&engine, dnnl_cpu, 0), "engine");
         check(x.dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream");
@@ -116,7 +76,7 @@ struct MatmulPrimitive {
         check(x.dnnl_primitive_create(&prim, pd), "primitive");
     }
     ~MatmulPrimitive() {
-        const Api &x = api();
+        const OnednnApi &x = api();
         for (dnnl_memory_t m : mems) x.dnnl_memory_destroy(m);
         if (prim) x.dnnl_primitive_destroy(prim);
         if (pd) x.dnnl_primitive_desc_destroy(pd);
@@ -130,7 +90,7 @@ struct MatmulPrimitive {
         args.push_back({arg, m});
     }
     void run() {
-        const Api &x = api();
+        const OnednnApi &x = api();
         onednn_set_threads();  // OpenMP's thread count is per calling thread
         if (x.dnnl_primitive_execute(prim, stream, int(args.size()), args.data()) != dnnl_success)
             std::abort();

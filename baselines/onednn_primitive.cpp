@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "baselines/onednn_api.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/ir/error.h"
 
@@ -15,46 +16,7 @@ using looptool::Error;
 
 namespace {
 
-// clang-format off
-#define LOOPTUNE_DNNL_PRIM_API(X)               \
-    X(dnnl_engine_create)                       \
-    X(dnnl_engine_destroy)                      \
-    X(dnnl_stream_create)                       \
-    X(dnnl_stream_destroy)                      \
-    X(dnnl_stream_wait)                         \
-    X(dnnl_memory_desc_init_by_tag)             \
-    X(dnnl_memory_desc_init_by_strides)         \
-    X(dnnl_matmul_desc_init)                    \
-    X(dnnl_binary_desc_init)                    \
-    X(dnnl_eltwise_forward_desc_init)           \
-    X(dnnl_softmax_forward_desc_init)           \
-    X(dnnl_layer_normalization_forward_desc_init) \
-    X(dnnl_primitive_desc_create)               \
-    X(dnnl_primitive_desc_destroy)              \
-    X(dnnl_primitive_desc_query)                \
-    X(dnnl_primitive_create)                    \
-    X(dnnl_primitive_destroy)                   \
-    X(dnnl_primitive_execute)                   \
-    X(dnnl_memory_create)                       \
-    X(dnnl_memory_destroy)
-// clang-format on
-
-struct Api {
-#define LOOPTUNE_DNNL_FIELD(name) decltype(&::name) name = nullptr;
-    LOOPTUNE_DNNL_PRIM_API(LOOPTUNE_DNNL_FIELD)
-#undef LOOPTUNE_DNNL_FIELD
-};
-
-const Api &api() {
-    static const Api a = [] {
-        Api r;
-#define LOOPTUNE_DNNL_LOAD(name) r.name = reinterpret_cast<decltype(&::name)>(onednn_symbol(#name));
-        LOOPTUNE_DNNL_PRIM_API(LOOPTUNE_DNNL_LOAD)
-#undef LOOPTUNE_DNNL_LOAD
-        return r;
-    }();
-    return a;
-}
+const OnednnApi &api() { return onednn_api(); }
 
 void check(dnnl_status_t s, const char *what) { onednn_check(s, what); }
 

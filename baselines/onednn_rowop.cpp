@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "baselines/onednn_api.h"
 #include "baselines/reference_kernels.h"
 #include "looptool/check/interpreter.h"
 #include "looptool/check/verify.h"
@@ -23,42 +24,7 @@ using looptool::Error;
 
 namespace {
 
-// clang-format off
-#define LOOPTUNE_DNNL_ROWOP_API(X)              \
-    X(dnnl_engine_create)                       \
-    X(dnnl_engine_destroy)                      \
-    X(dnnl_stream_create)                       \
-    X(dnnl_stream_destroy)                      \
-    X(dnnl_stream_wait)                         \
-    X(dnnl_memory_desc_init_by_tag)             \
-    X(dnnl_softmax_forward_desc_init)           \
-    X(dnnl_layer_normalization_forward_desc_init) \
-    X(dnnl_primitive_desc_create)               \
-    X(dnnl_primitive_desc_destroy)              \
-    X(dnnl_primitive_desc_query)                \
-    X(dnnl_primitive_create)                    \
-    X(dnnl_primitive_destroy)                   \
-    X(dnnl_primitive_execute)                   \
-    X(dnnl_memory_create)                       \
-    X(dnnl_memory_destroy)
-// clang-format on
-
-struct Api {
-#define LOOPTUNE_DNNL_FIELD(name) decltype(&::name) name = nullptr;
-    LOOPTUNE_DNNL_ROWOP_API(LOOPTUNE_DNNL_FIELD)
-#undef LOOPTUNE_DNNL_FIELD
-};
-
-const Api &api() {
-    static const Api a = [] {
-        Api r;
-#define LOOPTUNE_DNNL_LOAD(name) r.name = reinterpret_cast<decltype(&::name)>(onednn_symbol(#name));
-        LOOPTUNE_DNNL_ROWOP_API(LOOPTUNE_DNNL_LOAD)
-#undef LOOPTUNE_DNNL_LOAD
-        return r;
-    }();
-    return a;
-}
+const OnednnApi &api() { return onednn_api(); }
 
 void check(dnnl_status_t s, const char *what) { onednn_check(s, what); }
 
@@ -73,7 +39,7 @@ struct RowPrimitive {
     std::vector<dnnl_exec_arg_t> args;
 
     RowPrimitive(bool softmax, int64_t rows, int64_t cols) {
-        const Api &a = api();
+        const OnednnApi &a = api();
         onednn_set_threads();
         check(a.dnnl_engine_create(&engine, dnnl_cpu, 0), "engine");
         check(a.dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream");
@@ -99,7 +65,7 @@ struct RowPrimitive {
         check(a.dnnl_primitive_create(&prim, pd), "primitive");
     }
     ~RowPrimitive() {
-        const Api &a = api();
+        const OnednnApi &a = api();
         for (dnnl_memory_t m : mems) a.dnnl_memory_destroy(m);
         if (prim) a.dnnl_primitive_destroy(prim);
         if (pd) a.dnnl_primitive_desc_destroy(pd);
@@ -113,7 +79,7 @@ struct RowPrimitive {
         args.push_back({arg, m});
     }
     void run() {
-        const Api &a = api();
+        const OnednnApi &a = api();
         onednn_set_threads();  // OpenMP's thread count is per calling thread
         if (a.dnnl_primitive_execute(prim, stream, int(args.size()), args.data()) != dnnl_success)
             std::abort();
