@@ -38,7 +38,7 @@ namespace looptune::bench {
     X(dnnl_post_ops_append_binary)                \
     X(dnnl_primitive_attr_create)                 \
     X(dnnl_primitive_attr_destroy)                \
-    X(dnnl_primitive_attr_set_post_ops)           
+    X(dnnl_primitive_attr_set_post_ops)
 // clang-format on
 
 struct OnednnApi {
