@@ -3,5 +3,5 @@
 
 #include <pybind11/pybind11.h>
 
-/// Adds _sgemm and _sconv2d to the module.
+/// Adds _sgemm, _sconv2d and the KernelCall type to the module.
 void bind_kernel_calls(pybind11::module_ &m);

@@ -6,8 +6,9 @@
     lib.kernels()                                      # the tuned kernels it holds
 
 The library's C functions (lt_sgemm, lt_sconv2d, lt_sconv2d_ex) are called with the GIL
-released, so other Python threads run meanwhile: through looptune._core's small C entry when the arguments are
-float32 arrays it takes as they are (its per-call cost is a fraction of ctypes'), else through
+released (calls of 2^20 FLOPs and more: shorter ones keep it, as numpy does), so other Python
+threads run meanwhile: through looptune._core's KernelCall when the arguments are float32
+arrays it takes as they are (its per-call cost is a fraction of ctypes'), else through
 ctypes after the checks below. Every input is checked before the call: float32 only (anything
 else raises TypeError, or is converted with convert=True), the right number of dimensions and
 matching sizes (ValueError). A C-contiguous float32 array is passed as it is, with no copy: the
@@ -25,6 +26,7 @@ import ctypes
 import json
 import operator
 import os
+import types
 
 import numpy as np
 
@@ -32,7 +34,7 @@ try:
     from . import _core
 except ImportError:  # the C entries are an optimisation: ctypes does the calls too
     _core = None
-_FAST = (getattr(_core, "_sgemm", None), getattr(_core, "_sconv2d", None))
+_KernelCall = getattr(_core, "KernelCall", None)
 
 __all__ = ["load_library", "KernelLibrary", "KernelError", "aligned_empty", "aligned_arrays"]
 
@@ -148,10 +150,14 @@ class KernelLibrary:
         self.manifest = json.loads(info().decode())
         # Libraries from before the alignment was recorded need 64-byte aligned pointers.
         self._align = int(self.manifest.get("alignment", _ALIGN))
-        # The C entry calls the functions at these addresses; self._lib keeps them loaded.
-        self._fast_sgemm, self._fast_sconv2d = _FAST
-        self._sgemm_at = ctypes.cast(self._sgemm, ctypes.c_void_p).value
-        self._sconv2d_at = ctypes.cast(self._sconv2d, ctypes.c_void_p).value
+        # lib.sgemm and lib.sconv2d: the C entry (looptune._core.KernelCall) in front of the
+        # methods below, which take every call it leaves (`del lib.sgemm` leaves them alone).
+        # It calls the functions at these addresses; self._lib keeps them loaded.
+        if _KernelCall is not None:
+            for kind, name in enumerate(("sgemm", "sconv2d")):
+                at = ctypes.cast(getattr(self, "_" + name), ctypes.c_void_p).value
+                general = types.MethodType(getattr(KernelLibrary, name), self)
+                setattr(self, name, _KernelCall(at, kind, general))
 
     def kernels(self):
         """The tuned kernels: a list of dicts (function, name, kind, shape, gflops, verified)."""
@@ -166,12 +172,6 @@ class KernelLibrary:
     def sgemm(self, A, B, *, convert=False, out=None):
         """A @ B for float32 matrices A (M, K) and B (K, N): a new (M, N) float32 array, or
         `out` (float32, that shape) filled; reusing `out` saves allocating it."""
-        if self._fast_sgemm is not None:
-            r = self._fast_sgemm(self._sgemm_at, A, B, out)
-            if r is not None:
-                if r.__class__ is int:
-                    self._check(r, "sgemm")
-                return r
         A = _as_kernel_input(A, 2, "sgemm: A", convert, self._align)
         B = _as_kernel_input(B, 2, "sgemm: B", convert, self._align)
         (m, k), (k2, n) = A.shape, B.shape
@@ -186,12 +186,6 @@ class KernelLibrary:
         rows and columns, X padded with `pad` zeros on each side: a new (N, CO, HO, WO) float32
         array (HO = (H + 2 pad - KH) // stride + 1, WO likewise), or `out` filled."""
         stride, pad = _conv_int(stride, "stride", 1), _conv_int(pad, "pad", 0)
-        if self._fast_sconv2d is not None and stride == 1 and pad == 0:
-            r = self._fast_sconv2d(self._sconv2d_at, X, W, out)
-            if r is not None:
-                if r.__class__ is int:
-                    self._check(r, "sconv2d")
-                return r
         X = _as_kernel_input(X, 4, "sconv2d: X", convert, self._align)
         W = _as_kernel_input(W, 4, "sconv2d: W", convert, self._align)
         (n, ci, h, w), (co, ci2, kh, kw) = X.shape, W.shape

@@ -3,6 +3,8 @@ matmuls and a tuned conv, called on numpy arrays and checked against numpy; ever
 (misaligned, strided, Fortran order, wrong dtype, wrong shape, 0-size, lists) runs in a child
 process, so a crash fails the test instead of killing the run."""
 
+import ctypes
+import gc
 import importlib.util
 import os
 import subprocess
@@ -10,10 +12,12 @@ import sys
 import tempfile
 import threading
 import unittest
+import weakref
 
 import numpy as np
 
 import looptune
+from looptune import _core
 
 CLI = os.environ.get("LOOPTOOL_CLI")
 
@@ -24,6 +28,10 @@ def cli(*args, env=None):
     if p.returncode != 0:
         raise AssertionError(f"looptool {' '.join(args)}: exit {p.returncode}: {p.stderr}")
     return p
+
+
+def address(fn):
+    return ctypes.cast(fn, ctypes.c_void_p).value
 
 
 def conv_ref(X, W):
@@ -116,13 +124,13 @@ class LibraryTest(unittest.TestCase):
                 a, b = misaligned(A, offset), misaligned(B, 64 - offset)
                 c = misaligned(np.full((m, n), np.nan, np.float32), offset)
                 with self.subTest(shape=(m, n, k), offset=offset):
-                    self.assertIsNotNone(self.lib._fast_sgemm(self.lib._sgemm_at, a, b, c))
+                    self.assertIsNotNone(_core._sgemm(address(self.lib._sgemm), a, b, c))
                     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4 * k)
                     self.assertIs(self.lib.sgemm(a, b, out=c), c)
 
     def test_the_c_entry_takes_only_arrays_it_can_pass_as_they_are(self):
         A, B = np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)
-        fast, at = self.lib._fast_sgemm, self.lib._sgemm_at
+        fast, at = _core._sgemm, address(self.lib._sgemm)
         self.assertEqual(fast(at, A, B, None).shape, (4, 5))
         for a, b, out in [(A.astype(np.float64), B, None), (np.asfortranarray(A), B, None),
                           (A[:, :2], B[:2], None), (misaligned(A, 1), B, None),
@@ -136,6 +144,33 @@ class LibraryTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             fast(at, A, B)
         self.assertEqual(fast(at, A, B, np.ones((4, 5), np.float32)).sum(), 60)
+
+    def test_the_kernel_call_hands_what_it_does_not_take_to_the_checked_path(self):
+        lib = looptune.load_library(self.dir)
+        self.assertIsInstance(lib.sgemm, _core.KernelCall)
+        self.assertEqual(lib.sgemm.__doc__, looptune.KernelLibrary.sgemm.__doc__)
+        A, B = np.ones((4, 3), np.float32), np.ones((3, 5), np.float32)
+        self.assertEqual(lib.sgemm(A, B).sum(), 60)
+        self.assertEqual(lib.sgemm(A.astype(np.float64), B, convert=True).sum(), 60)
+        with self.assertRaises(TypeError):  # float64 without convert: the checked path says so
+            lib.sgemm(A.astype(np.float64), B)
+        with self.assertRaises(TypeError):
+            lib.sgemm(A, B, colour="red")
+        with self.assertRaises(TypeError):
+            lib.sgemm(A)
+        # A library error (the output overlaps an input) raises, whichever path ran.
+        S = np.ones((4, 4), np.float32)
+        for call in (lib.sgemm, looptune.KernelLibrary.sgemm.__get__(lib)):
+            with self.assertRaises(looptune.KernelError):
+                call(S, S, out=S)
+        X, W = np.ones((1, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+        self.assertEqual(lib.sconv2d(X, W).shape, (1, 3, 3, 3))
+        self.assertEqual(lib.sconv2d(X, W, pad=1).shape, (1, 3, 5, 5))
+        # The library and its calls refer to each other: the cycle is collected.
+        gone = weakref.ref(lib)
+        del lib, call
+        gc.collect()
+        self.assertIsNone(gone())
 
     def test_the_torch_example_matches_torch_matmul(self):
         if importlib.util.find_spec("torch") is None:
@@ -155,7 +190,7 @@ class LibraryTest(unittest.TestCase):
         # One child runs every case and prints "name: outcome"; a crash ends it early.
         code = HOSTILE.replace("LIBDIR", repr(self.dir))
         if ctypes_only:
-            code = code.replace("rng = np.random", "lib._fast_sgemm = lib._fast_sconv2d = None\nrng = np.random")
+            code = code.replace("rng = np.random", "del lib.sgemm, lib.sconv2d\nrng = np.random")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, f"child died ({p.returncode}) after:\n{p.stdout}\n{p.stderr}")
         lines = dict(line.split(": ", 1) for line in p.stdout.splitlines() if ": " in line)
