@@ -15,6 +15,7 @@
 #include "env/store/measurement_store.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
+#include "util/cache_dir.h"
 
 namespace looptune {
 
@@ -290,17 +291,10 @@ CostModel fit_cost_model_from_store(const std::string &store_path, const std::st
 }
 
 std::string default_cost_model_path() {
-    std::string dir;
-    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        dir = xdg;
-    else if (const char *home = std::getenv("HOME"); home && *home)
-        dir = std::string(home) + "/.cache";
-    else
-        return "";
-    std::string name = machine_fingerprint(looptool::machine_peak_gflops());
-    for (char &ch : name)
-        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
-    return dir + "/looptune/cost_models/" + name + ".json";
+    const std::string dir = looptune_cache_dir();
+    if (dir.empty()) return "";
+    return dir + "/cost_models/" +
+           file_name_from(machine_fingerprint(looptool::machine_peak_gflops())) + ".json";
 }
 
 }  // namespace looptune

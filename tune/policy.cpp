@@ -16,6 +16,7 @@
 #include "looptool/measure/measure.h"
 #include "policy/plain_qnet.h"
 #include "policy/policy_file.h"
+#include "util/cache_dir.h"
 
 namespace looptune {
 
@@ -142,17 +143,11 @@ std::string shipped_policy_path(int threads) {
 }
 
 std::string adapted_policy_path(int threads) {
-    std::string dir;
-    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        dir = xdg;
-    else if (const char *home = std::getenv("HOME"); home && *home)
-        dir = std::string(home) + "/.cache";
-    else
-        return "";
-    std::string name = machine_fingerprint(looptool::machine_peak_gflops());
-    for (char &ch : name)
-        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
-    return dir + "/looptune/policies/" + name + (threads > 1 ? "-threads" : "") + ".policy";
+    const std::string dir = looptune_cache_dir();
+    if (dir.empty()) return "";
+    return dir + "/policies/" +
+           file_name_from(machine_fingerprint(looptool::machine_peak_gflops())) +
+           (threads > 1 ? "-threads" : "") + ".policy";
 }
 
 std::string default_policy_path(int threads) {

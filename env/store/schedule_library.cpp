@@ -15,6 +15,7 @@
 #include "looptool/gen/canonical_form.h"
 #include "looptool/gen/generate.h"
 #include "looptool/ir/error.h"
+#include "util/cache_dir.h"
 
 namespace looptune {
 
@@ -154,11 +155,8 @@ std::string ScheduleLibrary::default_path(const std::string &store) {
     if (const char *p = std::getenv("LOOPTUNE_LIBRARY"); p && *p)
         return std::string(p) == "off" ? "" : p;
     if (!store.empty()) return store;
-    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        return std::string(xdg) + "/looptune/store.sqlite";
-    if (const char *home = std::getenv("HOME"); home && *home)
-        return std::string(home) + "/.cache/looptune/store.sqlite";
-    return "";
+    const std::string dir = looptune_cache_dir();
+    return dir.empty() ? "" : dir + "/store.sqlite";
 }
 
 std::optional<LibraryEntry> ScheduleLibrary::find(const std::string &machine,

@@ -13,6 +13,7 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
+#include "util/cache_dir.h"
 
 namespace looptool {
 
@@ -86,11 +87,8 @@ std::string cpu_model() {
 }
 
 std::string cache_path() {
-    if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        return std::string(xdg) + "/looptune/peak.json";
-    if (const char *home = std::getenv("HOME"); home && *home)
-        return std::string(home) + "/.cache/looptune/peak.json";
-    return "";
+    const std::string dir = looptune::looptune_cache_dir();
+    return dir.empty() ? "" : dir + "/peak.json";
 }
 
 std::optional<double> env_max_gflops() {
