@@ -3,11 +3,8 @@
 #include <fmt/format.h>
 
 #include "baselines/onednn_primitive.h"
-#include "looptool/check/interpreter.h"
-#include "looptool/check/verify.h"
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
-#include "looptool/measure/measure.h"
 
 namespace looptune::bench {
 
@@ -63,39 +60,11 @@ std::optional<StridedMatmul> strided_matmul(const Computation &c) {
     return m;
 }
 
-namespace {
-
-struct MatmulState {
-    Computation comp;
-    looptool::Buffers buffers;
-    std::unique_ptr<OnednnPrimitive> prim;
-};
-OnednnPrimitive *g_matmul = nullptr;
-
-void matmul_kernel(float *const *, const volatile int32_t *) { g_matmul->run(); }
-
-}  // namespace
-
 std::function<double()> onednn_matmul_measurer(const std::string &bench, const Computation &c) {
     const auto m = strided_matmul(c);
     if (!m) throw Error(fmt::format("{}: {} runs only on matmuls", bench, kOnednnMatmul));
-    auto st = std::make_shared<MatmulState>(
-        MatmulState{c, looptool::make_buffers(c, 1), onednn_matmul(*m, false)});
-    const looptool::Reference want = looptool::compute_reference(c, st->buffers);
-    std::vector<float *> p = st->buffers.pointers();
-    st->prim->bind({p[size_t(m->src)], p[size_t(m->wei)], p[size_t(m->dst)]});
-    st->prim->run();
-    if (const auto cmp = looptool::compare_outputs(c, want, st->buffers); !cmp.ok)
-        throw Error(fmt::format("{} {} ({}): the library's result differs from the reference: {}",
-                                bench, kOnednnMatmul, st->prim->implementation(),
-                                cmp.first_mismatch));
-    return [st] {
-        struct Active {  // the kernel's global, cleared however the measurement ends
-            explicit Active(OnednnPrimitive *p) { g_matmul = p; }
-            ~Active() { g_matmul = nullptr; }
-        } active(st->prim.get());
-        return looptool::measure_kernel_uncut(matmul_kernel, st->comp, st->buffers).median_gflops;
-    };
+    return primitive_measurer(bench, kOnednnMatmul, c, onednn_matmul(*m, false),
+                              {m->src, m->wei, m->dst});
 }
 
 }  // namespace looptune::bench

@@ -7,7 +7,10 @@
 
 #include "baselines/onednn_api.h"
 #include "baselines/reference_kernels.h"
+#include "looptool/check/interpreter.h"
+#include "looptool/check/verify.h"
 #include "looptool/ir/error.h"
+#include "looptool/measure/measure.h"
 
 namespace looptune::bench {
 
@@ -60,9 +63,9 @@ struct OnednnPrimitive::Impl {
         check(api().dnnl_engine_create(&engine, dnnl_cpu, 0), "engine");
         check(api().dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream");
     }
-    // The primitive of the operation descriptor `desc`.
-    void create(const void *desc, const char *what) {
-        check(api().dnnl_primitive_desc_create(&pd, desc, nullptr, engine, nullptr), what);
+    // The primitive of the operation descriptor `desc` (with `attr`'s post-ops, if any).
+    void create(const void *desc, const char *what, const_dnnl_primitive_attr_t attr = nullptr) {
+        check(api().dnnl_primitive_desc_create(&pd, desc, attr, engine, nullptr), what);
         check(api().dnnl_primitive_create(&prim, pd), what);
     }
     void release_memories() {
@@ -174,6 +177,97 @@ std::unique_ptr<OnednnPrimitive> onednn_layernorm(int64_t rows, int64_t cols) {
     p->slots = {
         {DNNL_ARG_SRC, md}, {DNNL_ARG_SCALE, vec}, {DNNL_ARG_SHIFT, vec}, {DNNL_ARG_DST, md}};
     return std::make_unique<OnednnPrimitive>(std::move(p));
+}
+
+namespace {
+
+dnnl_alg_kind_t eltwise_of(looptool::Activation a) {
+    switch (a) {
+        case looptool::Activation::None: return dnnl_alg_kind_undef;
+        case looptool::Activation::Relu: return dnnl_eltwise_relu;
+        case looptool::Activation::Gelu: return dnnl_eltwise_gelu_erf;
+        case looptool::Activation::GeluTanh: return dnnl_eltwise_gelu_tanh;
+    }
+    return dnnl_alg_kind_undef;
+}
+
+}  // namespace
+
+std::unique_ptr<OnednnPrimitive> onednn_matmul_epilogue(const looptool::MatmulEpilogue &e) {
+    auto p = std::make_unique<OnednnPrimitive::Impl>();
+    const dnnl_memory_desc_t a = plain({e.m, e.k}), b = plain({e.k, e.n}), c = plain({e.m, e.n}),
+                             bias = plain({1, e.n});
+    dnnl_matmul_desc_t d;
+    check(api().dnnl_matmul_desc_init(&d, &a, &b, e.epilogue.bias ? &bias : nullptr, &c),
+          "matmul descriptor");
+    dnnl_post_ops_t po = nullptr;
+    dnnl_primitive_attr_t attr = nullptr;
+    check(api().dnnl_post_ops_create(&po), "post-ops");
+    const bool act = e.epilogue.act != looptool::Activation::None;
+    dnnl_status_t s =
+        act ? api().dnnl_post_ops_append_eltwise(po, 1.0f, eltwise_of(e.epilogue.act), 0, 0)
+            : dnnl_success;
+    if (s == dnnl_success && e.epilogue.residual)
+        s = api().dnnl_post_ops_append_binary(po, dnnl_binary_add, &c);
+    if (s == dnnl_success) s = api().dnnl_primitive_attr_create(&attr);
+    if (s == dnnl_success) s = api().dnnl_primitive_attr_set_post_ops(attr, po);
+    if (s == dnnl_success) {
+        try {
+            p->create(&d, "matmul primitive with post-ops", attr);
+        } catch (...) {
+            api().dnnl_primitive_attr_destroy(attr);
+            api().dnnl_post_ops_destroy(po);
+            throw;
+        }
+    }
+    if (attr) api().dnnl_primitive_attr_destroy(attr);
+    api().dnnl_post_ops_destroy(po);
+    check(s, "post-ops");
+    p->slots = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}};
+    if (e.epilogue.bias) p->slots.push_back({DNNL_ARG_BIAS, bias});
+    if (e.epilogue.residual)
+        p->slots.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(act ? 1 : 0) | DNNL_ARG_SRC_1, c});
+    p->slots.push_back({DNNL_ARG_DST, c});
+    return std::make_unique<OnednnPrimitive>(std::move(p));
+}
+
+namespace {
+
+OnednnPrimitive *g_primitive = nullptr;  // what primitive_kernel runs
+
+void primitive_kernel(float *const *, const volatile int32_t *) { g_primitive->run(); }
+
+struct PrimitiveState {
+    Computation comp;
+    looptool::Buffers buffers;
+    std::unique_ptr<OnednnPrimitive> prim;
+};
+
+}  // namespace
+
+std::function<double()> primitive_measurer(const std::string &bench, const std::string &method,
+                                           const Computation &c,
+                                           std::unique_ptr<OnednnPrimitive> prim,
+                                           const std::vector<int> &buffers) {
+    auto st = std::make_shared<PrimitiveState>(
+        PrimitiveState{c, looptool::make_buffers(c, 1), std::move(prim)});
+    const looptool::Reference want = looptool::compute_reference(c, st->buffers);
+    const std::vector<float *> p = st->buffers.pointers();
+    std::vector<float *> bound;
+    for (int i : buffers) bound.push_back(p.at(size_t(i)));
+    st->prim->bind(bound);
+    st->prim->run();
+    if (const auto cmp = looptool::compare_outputs(c, want, st->buffers); !cmp.ok)
+        throw Error(fmt::format("{} {} ({}): the library's result differs from the reference: {}",
+                                bench, method, st->prim->implementation(), cmp.first_mismatch));
+    return [st] {
+        struct Active {  // the kernel's global, cleared however the measurement ends
+            explicit Active(OnednnPrimitive *p) { g_primitive = p; }
+            ~Active() { g_primitive = nullptr; }
+        } active(st->prim.get());
+        return looptool::measure_kernel_uncut(primitive_kernel, st->comp, st->buffers)
+            .median_gflops;
+    };
 }
 
 }  // namespace looptune::bench

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "looptool/gen/epilogue.h"
 #include "looptool/ir/ir.h"
 
 namespace looptune::bench {
@@ -57,6 +58,19 @@ std::unique_ptr<OnednnPrimitive> onednn_softmax(int64_t rows, int64_t cols);
 /// Layer normalization of each row (epsilon 1e-5), with scale and shift. Buffers: src, scale,
 /// shift, dst.
 std::unique_ptr<OnednnPrimitive> onednn_layernorm(int64_t rows, int64_t cols);
+
+/// C = act(A B + bias) + R as one matmul primitive with post-ops (eltwise, binary add).
+/// Buffers: A, B, (bias: n floats, with the bias), (R, with the residual), C.
+std::unique_ptr<OnednnPrimitive> onednn_matmul_epilogue(const looptool::MatmulEpilogue &e);
+
+/// One checked run of `prim` on fresh buffers of `c`, bound to the computation's buffers of
+/// these indices in the order `prim`'s maker names (an Error naming `bench` and `method` if it
+/// differs from the reference); then each call of the returned function measures it with the
+/// full protocol and returns the median GFLOPS.
+std::function<double()> primitive_measurer(const std::string &bench, const std::string &method,
+                                           const looptool::Computation &c,
+                                           std::unique_ptr<OnednnPrimitive> prim,
+                                           const std::vector<int> &buffers);
 
 /// "onednn-matmul": compare's method running oneDNN's matmul primitive on any matmul (batched,
 /// strided: attention's kinds too) with the computation's own layouts.
