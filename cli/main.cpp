@@ -12,6 +12,7 @@
 #include "env/environment.h"
 #include "looptool/check/verify.h"
 #include "looptool/ir/error.h"
+#include "util/openblas_restart.h"
 #include "util/threads.h"
 
 namespace looptool::cli {
@@ -102,32 +103,13 @@ void add_tolerance_option(CLI::App *cmd, double &factor) {
 }
 }  // namespace looptool::cli
 
-// LibTorch links OpenBLAS, so in looptool-train it is loaded (and reads OPENBLAS_CORETYPE, set to
-// Haswell on some machines) before main() runs: `train` runs LibTorch's GEMMs through it (the GNN
-// encoder, batched policy inference), which with AVX2 kernels ran at half the speed
-// (docs/decisions.md). On a CPU with AVX-512 such a process restarts itself once with the AVX-512
-// kernels and one OpenBLAS thread. `looptool` links no OpenBLAS: `compare` loads it with dlopen
-// after setting these variables (baselines/openblas.cpp). Not under MPI (a rank must not exec
-// before MPI_Init; export the variables in the job script instead).
+// LibTorch links OpenBLAS: in looptool-train `train` runs LibTorch's GEMMs through it (the GNN
+// encoder, batched policy inference), which with AVX2 kernels ran at half the speed, so those
+// subcommands restart once for it (util/openblas_restart.h). `looptool` links no OpenBLAS:
+// `compare` loads it with dlopen after setting these variables (baselines/openblas.cpp).
 static void restart_for_openblas(int argc, char **argv) {
-    bool wanted = false;  // the subcommand comes first
-    for (const char *c : {"compare", "train", "tune"})
-        if (argc > 1 && std::string(argv[1]) == c) wanted = true;
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    const bool mpi =
-        std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK");
-    const char *core = std::getenv("OPENBLAS_CORETYPE");
-    const char *threads = std::getenv("OPENBLAS_NUM_THREADS");
-    const bool linked = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD) != nullptr;
-    if (!wanted || !linked || !avx512 || mpi || std::getenv("LOOPTUNE_NO_RESTART") ||
-        (core && std::string(core) == "SkylakeX" && threads && std::string(threads) == "1"))
-        return;
-    setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    setenv("LOOPTUNE_NO_RESTART", "1", 1);  // never loop
-    execv("/proc/self/exe", argv);
-    // exec failed: carry on; compare then reports the core type it found.
+    for (const char *c : {"compare", "train", "tune"})  // the subcommand comes first
+        if (argc > 1 && std::string(argv[1]) == c) looptune::restart_for_openblas(argv);
 }
 
 int main(int argc, char **argv) {
