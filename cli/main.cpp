@@ -1,8 +1,5 @@
 #include <fmt/format.h>
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
