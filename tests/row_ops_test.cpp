@@ -169,8 +169,9 @@ TEST(RowOps, AnEmptyMaxIsMinusInfinityAndNaNTermsAreSkipped) {
     }
 }
 
-// The lowering: register tiles start at the identity (no memory pass), vectorized loops use
-// maxnum/minnum, and a reduction var vectorized is a horizontal max/min.
+// The lowering: register tiles start at the identity (no memory pass), their vectorized loops
+// compare and select (reduce_step), and a reduction var vectorized is a horizontal max/min in
+// halves, not llvm.vector.reduce (a chain of one maxnum per lane on x86).
 TEST(RowOps, TheLoweringStartsTilesAtTheIdentityAndVectorizes) {
     const Program p = naive(make_reduce(ReduceKind::Max, 4, 8, 16));
     // n split by 8 and vectorized, r innermost but one and unrolled: a register tile over r.
@@ -179,19 +180,65 @@ TEST(RowOps, TheLoweringStartsTilesAtTheIdentityAndVectorizes) {
     EXPECT_GE(ir.summary.register_tiles, 1) << ir.ir;
     EXPECT_GE(ir.summary.zero_start_tiles, 1);
     EXPECT_TRUE(ir.summary.zeroed_tensors.empty());
-    EXPECT_NE(ir.ir.find("llvm.maxnum.v8f32"), std::string::npos);
+    EXPECT_NE(ir.ir.find("fcmp ogt <8 x float>"), std::string::npos);
     EXPECT_NE(ir.ir.find("0xFFF0000000000000"), std::string::npos);  // -inf, the start
     // The reduction var vectorized: a horizontal max of partial results.
     const Program hr =
         apply_all(naive(make_reduce(ReduceKind::Min, 4, 8, 2)), "down, swap_down, vectorize");
     ir = lower_to_llvm_ir(hr);
-    EXPECT_NE(ir.ir.find("llvm.vector.reduce.fmin.v8f32"), std::string::npos) << dump(hr);
+    EXPECT_EQ(ir.ir.find("llvm.vector.reduce.fmin"), std::string::npos) << dump(hr);
+    EXPECT_NE(ir.ir.find("shufflevector <8 x float>"), std::string::npos) << dump(hr);
     // The naive nest accumulates in memory: the output is filled with +inf at entry.
     ir = lower_to_llvm_ir(naive(make_reduce(ReduceKind::Min, 4, 8, 16)));
     EXPECT_EQ(ir.summary.zeroed_tensors.size(), 1u);
     EXPECT_NE(ir.ir.find("0x7FF0000000000000"), std::string::npos);
     auto jit = Jit::create();
     for (const Program *q : {&tiled, &hr}) EXPECT_TRUE(tests::matches_reference(*jit, *q));
+}
+
+// A max that starts from a stored value: a NaN there is skipped as one more term, even when
+// every term is NaN (maxnum(NaN, NaN) is NaN), in memory, in a horizontal max and in a register
+// tile (whose compare-and-select accumulators must not start from it).
+TEST(RowOps, AMaxTileStartingFromAStoredNaNSkipsIt) {
+    const Program p = parse_program(R"(looptool-program 1
+name nanstart
+var i 3
+var j 37
+tensor A input 3
+tensor X input 3 37
+tensor M output 3
+stmt M[i] = A[i]
+stmt M[i] = max(M[i], X[i, j])
+nest 0
+loop i 3 0
+nest 1
+loop i 3 0
+loop j 37 0
+cursor 0
+)",
+                                    "nanstart");
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    Buffers in = make_buffers(*p.comp, 5);
+    in.data[0] = {nan, nan, 7.0f};
+    for (int j = 0; j < 37; ++j) {
+        in.data[1][size_t(j)] = j % 3 ? nan : float(j % 11) - 20;  // row 0: NaN among terms
+        in.data[1][size_t(37 + j)] = nan;                          // row 1: every term NaN
+    }
+    const Reference want = compute_reference(*p.comp, in);
+    EXPECT_EQ(want.outputs[0].value[0], -10.0);
+    EXPECT_EQ(want.outputs[0].value[1], -double(kInf));
+    auto jit = Jit::create();
+    for (const char *actions :
+         {"", "down, down, vectorize", "down, down, split_16, down, vectorize",
+          "down, down, split_8, down, vectorize, up, unroll"}) {
+        const Program q = apply_all(p, actions);
+        Buffers got = in;
+        const int32_t cancel = 0;
+        jit->compile(q).fn(got.pointers().data(), &cancel);
+        const Comparison c = compare_outputs(*q.comp, want, got);
+        EXPECT_TRUE(c.ok) << actions << ": " << c.first_mismatch;
+        EXPECT_EQ(got.data[2][1], -kInf) << actions;
+    }
 }
 
 TEST(RowOps, CopyElisionComputesTheMaxStraightIntoTheOutput) {

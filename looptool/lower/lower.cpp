@@ -1,6 +1,6 @@
 // The lowering pipeline (lower.h), one ordered list of steps in the manner of Halide's
 // lower_impl: validate -> elide copies -> fold scratch blocks -> fuse rows -> plan each nest
-// -> prefetch
+// -> prefetch -> streaming stores
 // -> emit from the plans -> zero outputs -> wrapper -> verify. With LOOPTOOL_LOG_LOWERING=1 each
 // step logs what it did to stderr.
 #include "looptool/lower/lower.h"
@@ -25,6 +25,7 @@
 #include "looptool/lower/lower_plan.h"
 #include "looptool/lower/lower_prefetch.h"
 #include "looptool/lower/lower_runtime.h"
+#include "looptool/lower/lower_stream.h"
 
 namespace looptool {
 namespace detail {
@@ -45,7 +46,6 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
     auto step = [&](const char *name, const std::string &what) {
         if (log) fmt::print(stderr, "lower {}: {}: {}\n", fn_name, name, what);
     };
-
     const int al = options.buffer_align;
     if (al < 4 || al > 64 || (al & (al - 1)) != 0)
         throw Error(fmt::format("buffer alignment {} is not a power of two from 4 to 64", al));
@@ -88,15 +88,16 @@ std::unique_ptr<llvm::Module> lower_to_module(const Program &p, llvm::LLVMContex
         options.prefetch_blocks ? plan_prefetches(c, plans) : std::vector<std::string>{};
     sum.prefetched_reads = int(prefetched.size());
     step("prefetch", options.prefetch_blocks ? joined(prefetched, "; ") : "off");
-
+    const std::vector<std::string> streamed = plan_streaming_stores(c, plans, options.stream_bytes);
+    step("stream", joined(streamed, ", "));
     auto m = std::make_unique<llvm::Module>(fn_name, ctx);
     set_math_widths(*m, options.vector_math);
     const KernelBody body = create_kernel_body(c, *m, fn_name, false, options.buffer_align);
     const std::vector<bool> zero_started = emit_nests(c, plans, body, sum, options.threads);
     step("emit", fmt::format("{} register tiles ({} from zero), {} statement copies, {} "
-                             "transposing copies, {} parallel nests",
+                             "transposing copies, {} parallel nests, {} streamed stores",
                              sum.register_tiles, sum.zero_start_tiles, sum.static_statements,
-                             sum.transposed_copies, sum.parallel_nests));
+                             sum.transposed_copies, sum.parallel_nests, sum.streamed_stores));
 
     emit_zero_outputs(c, body, zero_started, sum);
     std::vector<std::string> zeroed;

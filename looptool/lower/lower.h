@@ -10,7 +10,7 @@
 //  - register tiles: around a loop over a reduction var with only unrolled/vectorized loops
 //    or further reduction loops beneath it, the output tile is held in SSA accumulators
 //    (loaded before, or started at the reduction's identity, 0, -inf or +inf, when that
-//    region is the only pass over the reduction; FMAs, or maxnum/minnum, inside; stored after).
+//    region is the only pass over the reduction; FMAs or compare-and-selects inside; stored after).
 // Addresses are base pointers advanced by one GEP per loop level (strength-reduced), so
 // the optimiser's alias analysis and LICM can see through them.
 //
@@ -30,8 +30,8 @@ namespace looptool {
 /// store's machine fingerprint: bumped when an existing schedule's kernel changes, so that
 /// figures measured with the older code are not reused (2: the prefetch step, 2026-11-26; 3:
 /// libmvec's vector exp/log/tanh/erf, 2026-11-27; 4: nests fused by their common loops, exp
-/// inline on vectors).
-inline constexpr int kKernelCodeVersion = 4;
+/// inline on vectors; 5: streaming stores of large outputs).
+inline constexpr int kKernelCodeVersion = 5;
 
 struct LowerOptions {
     /// Compute `T += ...` straight into C when the next statement is the identity copy
@@ -67,6 +67,10 @@ struct LowerOptions {
     /// while it is in cache, where that is legal, and keep a temporary only those nests use
     /// to one row (lower_fuse.h).
     bool fuse_rows = true;
+    /// Store an output of at least this many bytes that one assignment writes and nothing
+    /// reads with non-temporal hints (lower_stream.h); -1: half this machine's last-level
+    /// cache, so that only a tensor the cache cannot keep streams; 0: never.
+    int64_t stream_bytes = -1;
 };
 
 /// What the lowering did, for tests and --verbose.
@@ -80,6 +84,7 @@ struct LoweringSummary {
     int transposed_copies = 0;        ///< copy loops emitted as calls to the 16x16 transpose
     int prefetched_reads = 0;         ///< reads whose next block is prefetched (lower_prefetch.h)
     int parallel_nests = 0;           ///< nests whose outermost loop runs on the thread pool
+    int streamed_stores = 0;          ///< vector stores emitted non-temporal (lower_stream.h)
     std::vector<int> zeroed_tensors;  ///< tensors set to their reduction's identity at entry
 };
 

@@ -87,10 +87,10 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
             init = identity(kind, k.w);
         } else if (k.w > 1 && k.stride == 0) {
             // Partial results of one element: the stored value in lane 0, the identity in the rest.
-            Value *x = load_at(f32_, out, st, k.off);
+            Value *x = reduce_start(b_, kind, load_at(f32_, out, st, k.off));
             init = b_.CreateInsertElement(identity(kind, k.w), x, uint64_t(0));
         } else {
-            init = load_lanes(out, st, k.off, k.w, k.stride, k.lanes);
+            init = reduce_start(b_, kind, load_lanes(out, st, k.off, k.w, k.stride, k.lanes));
         }
         t->acc[k] = init;
     }
@@ -108,7 +108,7 @@ void NestEmitter::finish_tile(const Tile &t, State &st) {
             // -0 is the identity of a float sum that keeps a -0 result (0 + -0 is +0).
             Value *start = kind == ReduceKind::Sum ? llvm::ConstantFP::getNegativeZero(f32_)
                                                    : identity(kind, 1);
-            store_lanes(out, st, k.off, 1, 0, 1, reduce_lanes(b_, kind, start, v));
+            store_lanes(out, st, k.off, 1, 0, 1, reduce_lanes(b_, kind, start, v, true));
         } else {
             store_lanes(out, st, k.off, k.w, k.stride, k.lanes, v);
         }
@@ -278,6 +278,11 @@ void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<V
                   });
 }
 
+void fence_streamed_stores(const KernelBody &body) {
+    IRBuilder<> b(body.ret->getTerminator());
+    b.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
+}
+
 KernelBody create_kernel_body(const Computation &c, llvm::Module &m, const std::string &fn_name,
                               bool range, int buffer_align) {
     llvm::LLVMContext &ctx = m.getContext();
@@ -338,6 +343,7 @@ std::vector<bool> emit_nests(const Computation &c, const std::vector<NestPlan> &
         NestEmitter(c, plans[n], before, body, b, zero_started, summary, threads).run();
     }
     b.CreateBr(body.ret);
+    if (summary.streamed_stores > 0) fence_streamed_stores(body);
     return zero_started;
 }
 

@@ -28,6 +28,10 @@ struct KernelBody {
     llvm::BasicBlock *entry = nullptr, *nests = nullptr, *ret = nullptr;
 };
 
+/// A fence where `body` returns: non-temporal stores are weakly ordered, and a caller (or the
+/// thread that waits for a parallel range) must see them once the body is done.
+void fence_streamed_stores(const KernelBody &body);
+
 /// With `range`, two i64 parameters follow the cancel flag: the iterations [begin, end) of a
 /// parallel loop the body runs (its name then `fn_name` itself). `buffer_align`: as
 /// LowerOptions::buffer_align.

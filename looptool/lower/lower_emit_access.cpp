@@ -124,14 +124,19 @@ Value *NestEmitter::eval(const Expr &e, State &st, int vvar, int64_t w) {
     LT_CHECK(false, fmt::format("cannot lower op {}", op_name(e.op)));
 }
 
-// The reduction of old and value: a fused multiply-add for a sum of products.
-Value *NestEmitter::update(const Statement &s, Value *old, State &st, int vvar, int64_t w) {
+// The reduction of old and value: a fused multiply-add for a sum of products. `acc`: old is a
+// register tile's accumulator, never NaN (reduce_step).
+Value *NestEmitter::update(const Statement &s, Value *old, State &st, int vvar, int64_t w,
+                           bool acc) {
     if (s.reduce == ReduceKind::Sum && s.value.op == OpKind::Mul) {
         Value *a = eval(s.value.args[0], st, vvar, w);
         Value *b = eval(s.value.args[1], st, vvar, w);
         return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vec_type(w)}, {a, b, old});
     }
-    return reduce_combine(b_, s.reduce, old, eval(s.value, st, vvar, w));
+    Value *v = eval(s.value, st, vvar, w);
+    if (acc) return reduce_step(b_, s.reduce, old, v);
+    // A stored NaN is one more term, skipped even when every term is NaN (reduce_start).
+    return reduce_combine(b_, s.reduce, reduce_start(b_, s.reduce, old), v);
 }
 
 void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
@@ -146,17 +151,29 @@ void NestEmitter::emit_stmt(int s, State &st, int vvar, int64_t w) {
         auto it = t->acc.find(AccKey{off, w, stride, lanes});
         LT_CHECK(it != t->acc.end(), "a statement copy outside its register tile's accumulators");
         Value *&acc = it->second;
-        acc = update(stmt, acc, st, vvar, w);
+        acc = update(stmt, acc, st, vvar, w, true);
         return;
     }
     if (stmt.reduce != ReduceKind::None) zero_started_[size_t(s)] = false;
     if (stmt.reduce == ReduceKind::None) {
-        store_lanes(out, st, off, w, stride, lanes, eval(stmt.value, st, vvar, w));
+        Value *v = eval(stmt.value, st, vvar, w);
+        // A streamed output's whole aligned vectors (a masked or scattered one cannot be).
+        const llvm::Align al = align_at(out, st, off);
+        if (plan_.streamed[plan_.position(s)] && w > 1 && stride == 1 && lanes == w &&
+            int64_t(al.value()) >= std::min<int64_t>(64, 4 * w)) {
+            llvm::StoreInst *store = b_.CreateAlignedStore(v, addr(out, st, off), al);
+            store->setMetadata(
+                llvm::LLVMContext::MD_nontemporal,
+                llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+            sum_.streamed_stores++;
+        } else {
+            store_lanes(out, st, off, w, stride, lanes, v);
+        }
     } else if (w > 1 && stride == 0) {
         // A vectorized reduction var: a horizontal reduction into the scalar.
         const llvm::Align al = align_at(out, st, off);
         Value *p = addr(out, st, off);
-        Value *old = b_.CreateAlignedLoad(f32_, p, al);
+        Value *old = reduce_start(b_, stmt.reduce, b_.CreateAlignedLoad(f32_, p, al));
         b_.CreateAlignedStore(reduce_lanes(b_, stmt.reduce, old, eval(stmt.value, st, vvar, w)), p,
                               al);
     } else {

@@ -4,6 +4,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Triple.h>
@@ -94,22 +95,58 @@ llvm::Value *scalarized(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x, unsigne
     return out;
 }
 
+// 2^n p for a vector n of whole numbers in [-150, 128] and p in [0.7, 1.5], rounded once. With
+// AVX-512 one vscalefps per 16 lanes; otherwise p times two powers of two built in the
+// exponent field, so that a result below 2^-126 is rounded once into the subnormals.
+llvm::Value *scale_by_pow2(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *n, bool avx512) {
+    auto *vt = llvm::cast<llvm::FixedVectorType>(p->getType());
+    const unsigned lanes = vt->getNumElements();
+    if (avx512) {
+        auto *v16 = llvm::FixedVectorType::get(b.getFloatTy(), 16);
+        llvm::Value *out = llvm::PoisonValue::get(vt);
+        for (unsigned pos = 0; pos < lanes; pos += 16) {
+            std::vector<int> in(16), back(lanes), merge(lanes);
+            for (unsigned i = 0; i < 16; ++i) in[i] = int(pos + i < lanes ? pos + i : lanes);
+            for (unsigned i = 0; i < lanes; ++i) {
+                const bool mine = i >= pos && i < pos + 16;
+                back[i] = mine ? int(i - pos) : -1;
+                merge[i] = int(mine ? lanes + i : i);
+            }
+            llvm::Value *one = llvm::ConstantFP::get(vt, 1.0);
+            llvm::Value *y = b.CreateIntrinsic(
+                llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+                {b.CreateShuffleVector(p, one, in), b.CreateShuffleVector(n, one, in),
+                 llvm::PoisonValue::get(v16), b.getInt16(0xffff), b.getInt32(4)});
+            out = b.CreateShuffleVector(out, b.CreateShuffleVector(y, back), merge);
+        }
+        return out;
+    }
+    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), lanes);
+    llvm::Value *ni = b.CreateFPToSI(n, it);
+    llvm::Value *n1 = b.CreateAShr(ni, 1), *n2 = b.CreateSub(ni, n1);
+    auto pow2 = [&](llvm::Value *e) {
+        llvm::Value *bias = llvm::ConstantInt::get(it, 127);
+        return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, bias), 23), vt);
+    };
+    return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
+}
+
 // exp on a vector inline, Cephes' expf: k = rint(x log2 e), r = x - k ln 2 in two parts (the
 // first with few enough bits that k times it is exact), exp(r) by a degree-6 polynomial on
-// [-ln2/2, ln2/2] (within 2 ulp), scaled by 2^k as two powers of two so that a result below
-// 2^-126 is rounded once into the subnormals. x is clamped to [-104, 89] first: exp(-104)
-// rounds to 0 and 2^128 overflows to inf, as exp of anything beyond does; NaN stays NaN. Inline
-// rather than libmvec: a call per 16 lanes clobbers every vector register and costs several
-// times these ~20 instructions, which is what a softmax row spends its time on.
-llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
+// [-ln2/2, ln2/2] (within 2 ulp), scaled by 2^k (scale_by_pow2). x is clamped to [-104, 89]
+// first: exp(-104) rounds to 0 and 2^128 overflows to inf, as exp of anything beyond does. The
+// clamps are compare-and-selects that keep a NaN (x86's maxps/minps with x second, one
+// instruction each), so NaN flows through to the result. Inline rather than libmvec: a call per
+// 16 lanes clobbers every vector register and costs several times these ~15 instructions,
+// which is what a softmax row spends its time on.
+llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x, bool avx512) {
     auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
-    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), vt->getNumElements());
     auto k = [&](double v) { return llvm::ConstantFP::get(vt, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *m, llvm::Value *c) {
         return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, m, c});
     };
-    llvm::Value *xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, k(-104.0));
-    xc = b.CreateBinaryIntrinsic(llvm::Intrinsic::minnum, xc, k(89.0));
+    llvm::Value *xc = b.CreateSelect(b.CreateFCmpOLT(x, k(-104.0)), k(-104.0), x);
+    xc = b.CreateSelect(b.CreateFCmpOGT(xc, k(89.0)), k(89.0), xc);
     llvm::Value *n =
         b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFMul(xc, k(1.44269504088896341)));
     llvm::Value *r = fma(n, k(-0.693359375), xc);
@@ -119,14 +156,9 @@ llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
          {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
         p = fma(p, r, k(c));
     p = fma(p, b.CreateFMul(r, r), b.CreateFAdd(r, k(1.0)));
-    llvm::Value *ni = b.CreateFPToSI(n, it);
-    llvm::Value *n1 = b.CreateAShr(ni, 1), *n2 = b.CreateSub(ni, n1);
-    auto pow2 = [&](llvm::Value *e) {
-        llvm::Value *bias = llvm::ConstantInt::get(it, 127);
-        return b.CreateBitCast(b.CreateShl(b.CreateAdd(e, bias), 23), vt);
-    };
-    llvm::Value *y = b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
-    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, y);
+    if (avx512) return scale_by_pow2(b, p, n, true);
+    // Converting a NaN n to an integer is poison in LLVM's IR: the NaN is put back after.
+    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, scale_by_pow2(b, p, n, false));
 }
 
 }  // namespace
@@ -157,7 +189,7 @@ llvm::Value *emit_math(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x) {
     auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
     if (!vt) return scalar_call(b, op, x, widths);
     const unsigned n = vt->getNumElements();
-    if (op == OpKind::Exp) return inline_exp(b, x);
+    if (op == OpKind::Exp) return inline_exp(b, x, (widths & 16) != 0);
     if (widths == 0) return scalarized(b, op, x, n);
     unsigned widest = 0;
     for (unsigned w : kMathWidths)

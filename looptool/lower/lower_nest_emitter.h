@@ -196,7 +196,7 @@ private:
         return llvm::ConstantVector::get(bits);
     }
     Value *eval(const Expr &e, State &st, int vvar, int64_t w);
-    Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w);
+    Value *update(const Statement &s, Value *old, State &st, int vvar, int64_t w, bool acc = false);
     Value *identity(ReduceKind k, int64_t w) const { return reduce_identity_value(vec_type(w), k); }
 
     const Computation &c_;

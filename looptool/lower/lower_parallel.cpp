@@ -46,8 +46,10 @@ void NestEmitter::run_parallel() {
         rb.CreateBr(range.nests);
         rb.SetInsertPoint(range.nests);
         NestEmitter chunk(c_, plan_, {}, range, rb, zero_started_, sum_);
+        const int streamed = sum_.streamed_stores;
         chunk.emit_chunk_range();
         rb.CreateBr(range.ret);
+        if (sum_.streamed_stores > streamed) fence_streamed_stores(range);
     }
     llvm::Function *entry = chunk_entry(c_, m, range, name);
     // The tensors' pointers escape to the other threads through ctx: this body no longer holds

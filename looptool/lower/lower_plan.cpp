@@ -214,6 +214,7 @@ NestPlan plan_nest(const Computation &c, const Nest &nest, const TreeContext &tr
         p.region.push_back(r);
         p.zero_start.push_back(r >= 0 && zero_start_ok(c, nest, tree, s, r));
     }
+    p.streamed.assign(nest.stmts.size(), false);
     std::vector<int64_t> avail;
     for (const auto &v : c.vars) avail.push_back(v.extent);
     CostMemo memo;

@@ -91,6 +91,9 @@ struct NestPlan {
     /// Per slot: prefetch, with each vector load, the lines this many elements ahead (the
     /// same element in the next block; lower_prefetch.h), or 0. Empty: none.
     std::vector<int64_t> prefetch;
+    /// Per leaf statement: its output's full, aligned vector stores are non-temporal
+    /// (lower_stream.h).
+    std::vector<bool> streamed;
 
     Expansion expansion(size_t depth, int64_t total) const {
         return expand(nest.loops[depth], total, inner[depth], vector_safe);

@@ -20,8 +20,22 @@ llvm::Value *reduce_identity_value(llvm::Type *t, ReduceKind k);
 /// reference's (fmax's) value.
 llvm::Value *reduce_combine(llvm::IRBuilder<> &b, ReduceKind k, llvm::Value *old, llvm::Value *v);
 
-/// The lanes of `vec` (partial results of one element) combined into the scalar `start`.
-llvm::Value *reduce_lanes(llvm::IRBuilder<> &b, ReduceKind k, llvm::Value *start, llvm::Value *vec);
+/// reduce_combine for an accumulator `acc` that is not NaN (a register tile's, reduce_start):
+/// fadd, or the compare-and-select `v > acc ? v : acc` (`<` for min), which skips a NaN v as
+/// maxnum does and so keeps acc free of NaN; on x86 one maxps/minps, where maxnum on a vector
+/// takes three instructions (a NaN check and a blend).
+llvm::Value *reduce_step(llvm::IRBuilder<> &b, ReduceKind k, llvm::Value *acc, llvm::Value *v);
+
+/// A register tile's accumulator started from a stored value: for max and min a NaN there
+/// becomes the identity (the reference's max or min skips it as one more term, as maxnum would),
+/// so that reduce_step applies.
+llvm::Value *reduce_start(llvm::IRBuilder<> &b, ReduceKind k, llvm::Value *stored);
+
+/// The lanes of `vec` (partial results of one element) combined into the scalar `start`, for
+/// max and min in halves (log2 of the lanes steps, not one per lane); with `never_nan` (vec and
+/// start are accumulators) by reduce_step.
+llvm::Value *reduce_lanes(llvm::IRBuilder<> &b, ReduceKind k, llvm::Value *start, llvm::Value *vec,
+                          bool never_nan = false);
 
 /// A loop storing `value` into the n floats at `ptr` (a max/min identity: memset cannot write
 /// -inf); b continues after it, in fn.
