@@ -99,6 +99,10 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least);
 /// Timed calls of a finalist at least (fewer_long_calls()): its figure is a median of three.
 inline constexpr int kFinalCalls = 3;
+/// The share of the budget the finals spend at most measuring a start the search cut short at
+/// under half the best (it cannot win; its figure is reported, an upper bound when cut again):
+/// a naive nest's one call can take longer than the whole search among fast kernels.
+inline constexpr double kStartShare = 0.1;
 /// Rounds in which the chosen kernel and the best seed are measured alternately.
 inline constexpr int kJudgeRounds = 3;
 
