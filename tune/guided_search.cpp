@@ -163,6 +163,8 @@ public:
             Node &n = nodes_[f.nodes[k]];
             if (f.keys[k] == start_key) {
                 n.gflops = nodes_[start_node_].gflops = measure_start(n.program, fin, hopeless[k]);
+                // Cut short again: an upper bound, which a long call of the best may not exceed.
+                if (hopeless[k] && env_.cut_short(n.program)) continue;
             } else if (!hopeless[k]) {
                 n.gflops = env_.measure_again(n.program);
             } else {
