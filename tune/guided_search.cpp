@@ -176,23 +176,12 @@ public:
         return gflops;
     }
 
-    /// The start measured again (its calls may be far longer than the finalists'): the
-    /// configured protocol with fewer calls when one is long, and uncut when they would not fit
-    /// the time cap. A `hopeless` start (cut short at under half the best: it cannot win) with
-    /// one warm-up and one call at least, within kStartShare of the budget, its figure an upper
-    /// bound when cut there again.
+    /// The start measured again with start_options() (its calls may be far longer than the
+    /// finalists').
     double measure_start(const Program &start, const looptool::MeasureOptions &fin, bool hopeless) {
         const double g = nodes_[start_node_].gflops;
-        const double call_s = g > 0 ? flops_ / (g * 1e9) : 0;
-        looptool::MeasureOptions o = fewer_long_calls(env_.config().measure, call_s, 1);
-        if (hopeless) {
-            // (Its call time is not known: the search's figure is an upper bound.)
-            o.warmup = std::min(o.warmup, 1);
-            o.min_runs = 1;
-            o.time_cap_s = std::min(o.time_cap_s, kStartShare * config_.budget_s);
-        } else if (call_s * double(o.warmup + o.min_runs) > 0.5 * o.time_cap_s)
-            o = looptool::uncut_options(o);
-        env_.set_measure_options(o);
+        env_.set_measure_options(start_options(
+            env_.config().measure, g > 0 ? flops_ / (g * 1e9) : 0, hopeless, config_.budget_s));
         const double measured = env_.measure_again(start);
         env_.set_measure_options(fin);
         return measured;
