@@ -406,11 +406,12 @@ TEST(GuidedSearch, TheChoiceIsNeverSlowerThanTheStart) {
 
 TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
     // A naive nest whose calls (tens of ms) are far past the bound set by the seeds' calls:
-    // the search cuts its measurement short, the finals measure it in full.
+    // the search cuts its measurement short, the finals measure it in full (a warm-up and a
+    // call fit in kStartShare of this budget).
     Environment env = policy_env();
     const Program start = tests::matmul_program(256, 256, 512);
     GuidedConfig c;
-    c.budget_s = 0.5;
+    c.budget_s = 2;
     const GuidedResult r = guided_search(shipped_policy(), env, start, c);
     EXPECT_FALSE(r.base_cut_short);
     // Not the upper bound a cut measurement gives: below 1.5x the fastest of three fresh full
@@ -428,6 +429,30 @@ TEST(GuidedSearch, TheStartIsMeasuredInFullBesideTheFinalists) {
         EXPECT_EQ(r.best_rounds.size(), size_t(kJudgeRounds));
         EXPECT_EQ(r.best_rounds.front(), r.best_gflops);
     }
+}
+
+TEST(GuidedSearch, AStartThatCannotWinIsMeasuredWithinAShareOfTheBudget) {
+    // A conv's naive nest: a call of its band of rows takes 0.2-0.5 s, seconds under load; the
+    // search cuts it short at a few ms. The finals do not measure it in full (up to the
+    // environment's 1 s cap and more) but within kStartShare of the budget: its figure is then
+    // an upper bound, from a call cut short there, several times its real speed.
+    Environment env = policy_env();
+    const Program start =
+        Program::naive(std::make_shared<Computation>(make_conv2d(1, 64, 31, 31, 192, 5, 5)));
+    GuidedConfig c;
+    c.budget_s = 0.5;
+    const GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    ASSERT_GT(r.band_rows, 0);
+    EnvConfig unmeasured = shipped_policy().env_config();
+    unmeasured.measure_enabled = false;  // the whole naive nest would take seconds a call
+    Environment whole(unmeasured);
+    whole.reset(start);
+    expect_replays_and_verifies(whole, start, r);
+    EXPECT_TRUE(r.base_cut_short);
+    // Cut within 4x the share (room for a loaded machine's late cancel), not after a whole call.
+    const double band_flops = r.best_gflops * 1e9 * r.call_seconds;
+    EXPECT_GT(r.base_gflops, band_flops / (4 * kStartShare * c.budget_s) / 1e9);
+    EXPECT_GT(r.best_gflops, 2 * r.base_gflops);
 }
 
 TEST(GuidedSearchCli, TuneTakesAShapeInsteadOfAFile) {

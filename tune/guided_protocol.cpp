@@ -70,6 +70,19 @@ looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double cal
     return o;
 }
 
+looptool::MeasureOptions start_options(const looptool::MeasureOptions &configured, double call_s,
+                                       bool hopeless, double budget_s) {
+    looptool::MeasureOptions o = fewer_long_calls(configured, call_s, 1);
+    if (hopeless) {
+        o.warmup = std::min(o.warmup, 1);
+        o.min_runs = 1;
+        o.time_cap_s = std::min(o.time_cap_s, kStartShare * budget_s);
+    } else if (call_s * double(o.warmup + o.min_runs) > 0.5 * o.time_cap_s) {
+        o = looptool::uncut_options(o);
+    }
+    return o;
+}
+
 void check_guided_config(const GuidedConfig &config, int episode) {
     if (!(config.budget_s > 0) || !std::isfinite(config.budget_s))
         throw looptool::Error(

@@ -141,9 +141,16 @@ public:
     /// The finalists measured again with the configured protocol (a bounded measurement of
     /// 3-4 calls can rank a kernel above one the full protocol puts 5-20% ahead). A finalist the
     /// search's bound cut short at under half the best cannot win and keeps its figure (0 in
-    /// the returned list); the start is always measured in full, its figure being reported.
+    /// the returned list); the start is measured again for its figure to be reported, such a
+    /// start within a share of the budget (measure_start()).
     std::vector<double> measure_finals(const Finals &f, GuidedResult &r) {
         const double top = nodes_[f.nodes.front()].gflops;
+        // Which were cut short: the environment forgets it when its protocol is reset.
+        std::vector<bool> hopeless(f.nodes.size());
+        for (size_t k = 0; k < f.nodes.size(); ++k) {
+            const Node &n = nodes_[f.nodes[k]];
+            hopeless[k] = env_.cut_short(n.program) && 2 * n.gflops < top;
+        }
         env_.reset_measure_options();
         // (With fewer calls than configured the figures are not the store's to keep.)
         const looptool::MeasureOptions fin = finals_options();
@@ -155,8 +162,10 @@ public:
         for (size_t k = 0; k < f.nodes.size(); ++k) {
             Node &n = nodes_[f.nodes[k]];
             if (f.keys[k] == start_key) {
-                n.gflops = nodes_[start_node_].gflops = measure_start(n.program, fin);
-            } else if (!(env_.cut_short(n.program) && 2 * n.gflops < top)) {
+                n.gflops = nodes_[start_node_].gflops = measure_start(n.program, fin, hopeless[k]);
+                // Cut short again: an upper bound, which a long call of the best may not exceed.
+                if (hopeless[k] && env_.cut_short(n.program)) continue;
+            } else if (!hopeless[k]) {
                 n.gflops = env_.measure_again(n.program);
             } else {
                 continue;
@@ -167,16 +176,12 @@ public:
         return gflops;
     }
 
-    /// The start measured in full (its calls may be far longer than the finalists'): the
-    /// configured protocol with fewer calls when one is long, and uncut when they would not fit
-    /// the time cap.
-    double measure_start(const Program &start, const looptool::MeasureOptions &fin) {
+    /// The start measured again with start_options() (its calls may be far longer than the
+    /// finalists').
+    double measure_start(const Program &start, const looptool::MeasureOptions &fin, bool hopeless) {
         const double g = nodes_[start_node_].gflops;
-        const double call_s = g > 0 ? flops_ / (g * 1e9) : 0;
-        looptool::MeasureOptions o = fewer_long_calls(env_.config().measure, call_s, 1);
-        if (call_s * double(o.warmup + o.min_runs) > 0.5 * o.time_cap_s)
-            o = looptool::uncut_options(o);
-        env_.set_measure_options(o);
+        env_.set_measure_options(start_options(
+            env_.config().measure, g > 0 ? flops_ / (g * 1e9) : 0, hopeless, config_.budget_s));
         const double measured = env_.measure_again(start);
         env_.set_measure_options(fin);
         return measured;

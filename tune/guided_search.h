@@ -99,6 +99,17 @@ looptool::MeasureOptions bounded_options(const looptool::MeasureOptions &configu
 looptool::MeasureOptions fewer_long_calls(looptool::MeasureOptions o, double call_s, int least);
 /// Timed calls of a finalist at least (fewer_long_calls()): its figure is a median of three.
 inline constexpr int kFinalCalls = 3;
+/// The share of the budget the finals spend at most measuring a start the search cut short at
+/// under half the best (it cannot win; its figure is reported, an upper bound when cut again):
+/// a naive nest's one call can take longer than the whole search among fast kernels.
+inline constexpr double kStartShare = 0.1;
+/// The finals' protocol for the start, a call of which takes `call_s` as far as the search
+/// knows: the configured one with fewer calls when one is long, and uncut when they would not
+/// fit the time cap; for a `hopeless` start (cut short at under half the best: it cannot win, and
+/// its call time is not known) one warm-up and one call at least within kStartShare of
+/// `budget_s`, its figure an upper bound when cut there again.
+looptool::MeasureOptions start_options(const looptool::MeasureOptions &configured, double call_s,
+                                       bool hopeless, double budget_s);
 /// Rounds in which the chosen kernel and the best seed are measured alternately.
 inline constexpr int kJudgeRounds = 3;
 
