@@ -183,8 +183,57 @@ bool b_strided_along_n(const looptool::Computation &c) {
     return false;
 }
 
-std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulShape &s) {
-    std::vector<TuneSeed> candidates;
+/// The n blocks of a column band (band_schedules()): split factors, multiples of tn giving the
+/// threads a block each at least. Two rules pull apart, so both are seeded and measured: the
+/// widest block (the longest contiguous runs of each row of B a thread streams; a run that
+/// starts and ends inside a page costs the prefetchers a new start) and, where it is another,
+/// the one that, dealt to the threads in contiguous chunks as the pool deals them
+/// (ThreadPool::run), gives the busiest thread the fewest columns (of equals the widest).
+std::vector<int64_t> band_blocks(int64_t n, int64_t tn, int threads) {
+    int64_t widest = 0, even = 0, even_load = n + 1;
+    for (Action a : looptool::all_actions()) {
+        const int64_t f = looptool::split_factor(a), blocks = f > 0 ? (n + f - 1) / f : 0;
+        if (f <= tn || f % tn != 0 || blocks < threads) continue;
+        int64_t load = 0;
+        for (int64_t t = 0; t < threads; ++t)
+            load = std::max(load,
+                            std::min((t + 1) * blocks / threads * f, n) - t * blocks / threads * f);
+        widest = std::max(widest, f);
+        if (load < even_load || (load == even_load && f > even)) even = f, even_load = load;
+    }
+    std::vector<int64_t> out;
+    if (widest > 0) out.push_back(widest);
+    if (even > 0 && even != widest) out.push_back(even);
+    return out;
+}
+
+/// A tile whose outermost loop is its k block (a reduction: never parallel) as column bands:
+/// n blocks of band_blocks() outermost, then the tile's own order over the tiles inside a block
+/// ("kmn" becomes "nkmN"). Each thread then streams its contiguous share of every row of B in
+/// the tile's order, where the same tile parallel over its rows or columns would sweep a narrow
+/// strip of B down every row. None for a tile that is not of that form.
+std::vector<TileSchedule> band_schedules(const MatmulShape &s, const TileSchedule &t, int threads) {
+    if (t.kb <= 0 || t.kb >= s.k || t.nb > 0 || t.outer.empty() || t.outer[0] != 'k') return {};
+    std::vector<TileSchedule> out;
+    for (int64_t nb : band_blocks(s.n, t.tn, threads)) {
+        TileSchedule b = t;
+        b.nb = int(nb);
+        std::replace(b.outer.begin(), b.outer.end(), 'n', 'N');
+        b.outer = "n" + b.outer;
+        out.push_back(b);
+    }
+    return out;
+}
+
+/// The seeds of the rules, and above one thread the column bands of those whose k block is
+/// outermost (band_schedule(): only their parallel variants are seeds).
+struct MatmulSeeds {
+    std::vector<TuneSeed> seeds, bands;
+};
+
+MatmulSeeds matmul_seeds(const looptool::Computation &c, const MatmulShape &s, int threads) {
+    MatmulSeeds out;
+    std::vector<TuneSeed> &candidates = out.seeds;
     // n = 1 (a GEMV on the other side): nothing in the tile family vectorizes; dot products,
     // n above k, k split and its inner part vectorized as partial sums.
     if (s.n == 1) {
@@ -192,7 +241,7 @@ std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulS
             candidates.push_back({fmt::format("dot k{}", looptool::split_factor(split)),
                                   {Action::Down, Action::Down, Action::SwapUp, Action::Down, split,
                                    Action::Down, Action::Vectorize}});
-        return candidates;
+        return out;
     }
     const bool strided = b_strided_along_n(c);
     for (const MatmulSeedRule &r : kMatmulRules) {
@@ -202,12 +251,15 @@ std::vector<TuneSeed> matmul_seeds(const looptool::Computation &c, const MatmulS
             t.pack = t.pack || packed;
             try {
                 candidates.push_back({"tile " + t.name(), tile_actions(c, t)});
+                if (threads > 1)
+                    for (const TileSchedule &b : band_schedules(s, t, threads))
+                        out.bands.push_back({"tile " + b.name(), tile_actions(c, b)});
             } catch (const looptool::Error &) {
                 // not expressible for this shape
             }
         }
     }
-    return candidates;
+    return out;
 }
 
 /// `s` with the outermost loop of every nest made parallel where that is legal and has `threads`
@@ -246,11 +298,14 @@ std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const T
     return out;
 }
 
-/// With threads > 1, each seed's parallel variant first (parallel_variant), then the seeds.
+/// With threads > 1, the parallel variants (parallel_variant) of `bands` and then of each seed
+/// first, then the seeds.
 std::vector<TuneSeed> with_parallel(const looptool::Computation &c, std::vector<TuneSeed> seeds,
-                                    int threads) {
+                                    int threads, const std::vector<TuneSeed> &bands = {}) {
     if (threads < 2) return seeds;
     std::vector<TuneSeed> out;
+    for (const TuneSeed &b : bands)
+        if (auto v = parallel_variant(c, b, threads)) out.push_back(std::move(*v));
     for (const TuneSeed &s : seeds)
         if (auto v = parallel_variant(c, s, threads)) out.push_back(std::move(*v));
     out.insert(out.end(), seeds.begin(), seeds.end());
@@ -287,11 +342,13 @@ std::optional<TuneSeed> fused_variant(const looptool::Computation &c, const Tune
 std::vector<TuneSeed> epilogue_seeds(const looptool::Computation &c,
                                      const looptool::MatmulEpilogue &e, int threads) {
     const MatmulShape s{e.m, e.n, e.k};
-    const std::vector<TuneSeed> tiles = matmul_seeds(looptool::make_matmul(e.m, e.n, e.k), s);
+    const MatmulSeeds m = matmul_seeds(looptool::make_matmul(e.m, e.n, e.k), s, threads);
+    const std::vector<TuneSeed> &tiles = m.seeds;
     std::vector<TuneSeed> out;
     if (threads > 1)
-        for (const TuneSeed &t : tiles)
-            if (auto v = parallel_variant(c, t, threads)) out.push_back(std::move(*v));
+        for (const auto *list : {&m.bands, &tiles})
+            for (const TuneSeed &t : *list)
+                if (auto v = parallel_variant(c, t, threads)) out.push_back(std::move(*v));
     for (const TuneSeed &t : tiles) out.push_back(fused_variant(c, t).value_or(t));
     return out;
 }
@@ -376,8 +433,10 @@ std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band, int threads) {
     if (const auto cs = conv_shape(c))
         return applicable(c, with_parallel(c, conv_seeds(c, *cs, row_band), threads), limit, space);
-    if (const auto s = matmul_shape(c))
-        return applicable(c, with_parallel(c, matmul_seeds(c, *s), threads), limit, space);
+    if (const auto s = matmul_shape(c)) {
+        MatmulSeeds m = matmul_seeds(c, *s, threads);
+        return applicable(c, with_parallel(c, std::move(m.seeds), threads, m.bands), limit, space);
+    }
     if (const auto e = looptool::matmul_epilogue(c))
         return applicable(c, epilogue_seeds(c, *e, threads), limit, space);
     // Rows: 4 and 2 vector registers of lanes per piece of a row (kept in registers as

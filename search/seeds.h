@@ -68,7 +68,8 @@ std::optional<std::vector<looptool::Action>> row_vector_actions(const looptool::
 /// conv_row_band()), no conv tile that sweeps every row more than twice, once per block of
 /// output channels: a band cannot show what that costs. With `threads` > 1, each seed also comes
 /// with its nests' outermost loops made `parallel` where legal and at least `threads` long (the
-/// tile's row or column blocks), those variants first.
+/// tile's row or column blocks), those variants first; a tile whose k block is outermost instead
+/// as column bands (n blocks outermost and parallel, each thread streaming its share of B's rows).
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band = false,
                                  int threads = 1);

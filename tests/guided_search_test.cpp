@@ -266,6 +266,25 @@ TEST(GuidedSearch, TheStepLimitGrowsWithLoopsLongerThan256) {
     EXPECT_GE(guided_step_limit(make_matmul(64, 256, 128), episode), 17 + episode);
 }
 
+// Above one thread the seeds' parallel variants (a GEMV's column bands are 40 actions and more)
+// fit too: the limit is taken over the seeds on that many threads.
+TEST(GuidedSearch, TheStepLimitMakesRoomForTheParallelSeeds) {
+    const int episode = shipped_policy().info().max_steps;
+    const ActionSpace space = ActionSpace::preset("full");
+    for (const Computation &c : {make_matmul(1, 4096, 4096), make_matmul(8, 1024, 2048)}) {
+        SCOPED_TRACE(c.name);
+        const int limit = guided_step_limit(c, episode, 2);
+        const std::vector<TuneSeed> all = tune_seeds(c, kSeedSteps, space, false, 2);
+        EXPECT_EQ(tune_seeds(c, limit, space, false, 2).size(), all.size());
+        size_t bands = 0;
+        for (const TuneSeed &s : all) {
+            bands += s.name.find(" nb") != std::string::npos;
+            EXPECT_LE(int(s.actions.size()) + episode, limit) << s.name;
+        }
+        EXPECT_GT(bands, 0u);
+    }
+}
+
 TEST(GuidedSearch, OnARowBandNoSeedSweepsEveryRowOncePerSmallBlockOfOutputChannels) {
     auto has = [](const Computation &c, bool row_band, const std::string &name) {
         return seed_names(c, row_band).count(name) > 0;

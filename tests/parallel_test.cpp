@@ -407,3 +407,33 @@ TEST(Parallel, ConvSeedsOfOneImageComeWithParallelVariants) {
     }
     EXPECT_GT(variants, 0);
 }
+
+// A decode-time matmul (m = 1): its streaming seeds have the k block outermost, a reduction no
+// thread can take. Above one thread they come as column bands too: n blocks outermost and
+// parallel, each band still streaming its share of B's rows in k blocks; n = 1536 gives the
+// widest block (1024: two blocks, one a thread) and the one that splits evenly in two (256: six
+// blocks, 1024 would leave one thread twice the columns of the other). Each matches the
+// reference.
+TEST(Parallel, DecodeTimeSeedsComeAsParallelColumnBands) {
+    const Program naive = tests::matmul_program(1, 1536, 600);
+    const ActionSpace full = ActionSpace::preset("full");
+    const auto one = looptune::tune_seeds(naive.computation(), looptune::kSeedSteps, full);
+    const auto two =
+        looptune::tune_seeds(naive.computation(), looptune::kSeedSteps, full, false, 2);
+    for (const auto &s : one) EXPECT_EQ(s.name.find(" nb"), std::string::npos) << s.name;
+    std::set<int64_t> blocks;
+    for (const auto &s : two) {
+        if (s.name.find(" nb") == std::string::npos) continue;
+        SCOPED_TRACE(s.name);
+        EXPECT_NE(s.name.find(" parallel"), std::string::npos);
+        Program p = naive;
+        for (Action a : s.actions) p = apply(p, a);
+        const Loop &outer = p.tree.nests[0].loops[0], &next = p.tree.nests[0].loops[1];
+        EXPECT_TRUE(outer.parallel);
+        EXPECT_EQ(outer.var, naive.tree.nests[0].loops[2].var);  // n
+        blocks.insert(outer.size + (outer.tail > 0));
+        EXPECT_EQ(next.var, naive.tree.nests[0].loops[1].var);  // the k block
+        expect_matches_on_every_thread_count(p);
+    }
+    EXPECT_EQ(blocks, (std::set<int64_t>{2, 6}));
+}

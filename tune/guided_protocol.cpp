@@ -112,13 +112,14 @@ void check_guided_config(const GuidedConfig &config, int episode) {
                         config.prefix_gflops));
 }
 
-int guided_step_limit(const looptool::Computation &c, int policy_steps) {
+int guided_step_limit(const looptool::Computation &c, int policy_steps, int threads) {
     int long_vars = 0;
     for (const auto &v : c.vars) long_vars += v.extent > 256;
     // A whole policy episode after the longest seed: most rollouts start at a seed (an 8x32
     // tile is 17 actions with its write nest, a conv tile 35-50).
     size_t longest = 0;
-    for (const TuneSeed &s : tune_seeds(c, kSeedSteps, looptool::ActionSpace::preset("full")))
+    for (const TuneSeed &s :
+         tune_seeds(c, kSeedSteps, looptool::ActionSpace::preset("full"), false, threads))
         longest = std::max(longest, s.actions.size());
     return std::max(policy_steps + 8 * long_vars, longest == 0 ? 0 : int(longest) + policy_steps);
 }

@@ -463,7 +463,8 @@ GuidedResult guided_search(const Policy &policy, Environment &env, const Program
     check_guided_config(config, env.config().max_steps);
     const int episode = env.config().max_steps;
     auto limit = [&](const looptool::Computation &c) {
-        return config.max_steps > 0 ? config.max_steps : guided_step_limit(c, episode);
+        return config.max_steps > 0 ? config.max_steps
+                                    : guided_step_limit(c, episode, env.config().threads);
     };
     const bool naive_start =
         looptool::schedule_key(start) == looptool::schedule_key(Program::naive(start.comp));

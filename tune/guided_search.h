@@ -167,8 +167,9 @@ struct GuidedResult {
 /// Actions from the start a guided search may take on `c`: the policy's episode length, plus 8
 /// (a split, its moves and a swap: one cache block) for each loop variable longer than 256
 /// (LoopTune's grid ends at 256; beyond it schedules need k and n blocks, 35+ actions), and at
-/// least the longest of its seeds (tune_seeds()) plus one policy episode after it.
-int guided_step_limit(const looptool::Computation &c, int policy_steps);
+/// least the longest of its seeds (tune_seeds() on `threads`: parallel variants are longer) plus
+/// one policy episode after it.
+int guided_step_limit(const looptool::Computation &c, int policy_steps, int threads = 1);
 /// With bounded measurements, the best few distinct schedules (and the greedy rollout's best and
 /// the best seed) are measured again with the configured protocol at the end (with fewer calls
 /// when a call is long, at least kFinalCalls: fewer_long_calls()); the budget keeps time for it.
