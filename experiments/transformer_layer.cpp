@@ -109,6 +109,10 @@ TensorDiff tensor_diff(const LayerTensors &a, const LayerTensors &b, const std::
 
 namespace {
 
+bool selected(const LayerRunConfig &c, const std::string &group) {
+    return c.groups.empty() || std::find(c.groups.begin(), c.groups.end(), group) != c.groups.end();
+}
+
 // Each op's program: tune's guided search from its naive nest (verified), or the naive nest.
 std::vector<looptool::Program> tuned_programs(const std::vector<LayerOp> &ops,
                                               const LayerRunConfig &c, std::vector<OpFigure> &f) {
@@ -125,7 +129,7 @@ std::vector<looptool::Program> tuned_programs(const std::vector<LayerOp> &ops,
         OpFigure fig{op.comp.name, op.group, "naive", op.epilogue};
         looptool::Program p =
             looptool::Program::naive(std::make_shared<const Computation>(op.comp));
-        if (c.tune) {
+        if (c.tune && selected(c, op.group)) {
             GuidedConfig g;
             g.budget_s = c.budget_s;
             const GuidedResult r = guided_search(*policy, *env, p, g);
@@ -154,6 +158,9 @@ double kernel_seconds(looptool::Jit &jit, const looptool::Program &p) {
 LayerFigures run_transformer_layer(const looptool::TransformerShape &s, const LayerRunConfig &c) {
     if (c.rounds < 1) throw Error(fmt::format("transformer layer: {} rounds", c.rounds));
     const std::vector<LayerOp> ops = looptool::transformer_layer(s);
+    for (const std::string &g : c.groups)
+        if (std::none_of(ops.begin(), ops.end(), [&](const LayerOp &o) { return o.group == g; }))
+            throw Error(fmt::format("transformer layer: no group '{}'", g));
     LayerFigures out;
     out.shape = s.name;
     const std::vector<looptool::Program> programs = tuned_programs(ops, c, out.ops);
@@ -168,23 +175,26 @@ LayerFigures run_transformer_layer(const looptool::TransformerShape &s, const La
     std::vector<double> chain_s;
     for (int round = 0; round < c.rounds; ++round) {
         for (size_t i = 0; i < ops.size(); ++i)
-            op_s[i].push_back(kernel_seconds(*jit, programs[i]));
+            if (selected(c, ops[i].group)) op_s[i].push_back(kernel_seconds(*jit, programs[i]));
         for (size_t g = 0; g < group_s.size(); ++g)
-            group_s[g].push_back(dnn.seconds(dnn.groups()[g]));
-        chain_s.push_back(dnn.seconds(""));
+            if (selected(c, dnn.groups()[g])) group_s[g].push_back(dnn.seconds(dnn.groups()[g]));
+        if (c.groups.empty()) chain_s.push_back(dnn.seconds(""));
     }
     for (size_t i = 0; i < ops.size(); ++i) {
+        if (op_s[i].empty()) continue;
         out.ops[i].seconds = median(op_s[i]);
         out.ours_s += out.ops[i].seconds;
     }
     for (size_t g = 0; g < group_s.size(); ++g) {
+        if (group_s[g].empty()) continue;
         GroupFigure gf{dnn.groups()[g], dnn.description(dnn.groups()[g]), 0, median(group_s[g])};
         for (const OpFigure &o : out.ops)
             if (o.group == gf.group) gf.ours_s += o.seconds;
         out.onednn_s += gf.onednn_s;
         out.groups.push_back(gf);
     }
-    out.onednn_chain_s = median(chain_s);
+    out.onednn_chain_s = chain_s.empty() ? 0 : median(chain_s);
+    std::erase_if(out.ops, [&](const OpFigure &o) { return !selected(c, o.group); });
     return out;
 }
 

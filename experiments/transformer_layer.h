@@ -69,6 +69,10 @@ struct LayerRunConfig {
     std::string store;     ///< measurement store ("" none)
     int rounds = 3;        ///< alternating measurement rounds, medians over them
     bool tune = true;      ///< false: the naive nests (a quick dry run)
+    /// Only these groups' ops are tuned and measured, beside oneDNN's same groups (the others
+    /// run naive in the chained check; the layer's figures then cover these groups alone and
+    /// oneDNN's whole sequence is not timed). Empty: every group.
+    std::vector<std::string> groups;
 };
 
 struct OpFigure {

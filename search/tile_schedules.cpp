@@ -135,7 +135,7 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
         b.go(b.flat(1, b.depth_of(1, N, wn ? 1 : 0)));
         b.act(Action::Vectorize);
     }
-    // 5. A packed in the order the tile walks it (illegal, so an Error, unless tm | m), then
+    // 5. A packed in the order the tile walks it (A^T where tm does not divide m), then
     // B (illegal after a block-by-block pack of A: in "mn", inside the m blocks).
     if (s.pack_a) {
         b.go(b.flat(0, b.depth_of(0, N, 0)));

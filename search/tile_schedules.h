@@ -28,13 +28,14 @@ struct TileSchedule {
     bool vectorize_write = true;  ///< split the write nest's n by 16 and vectorize it
     int nb = 0;                   ///< n block (a multiple of tn) outside the tile columns; 0: none
     /// Last, `pack` B under the outermost m loop (layout action, docs/actions.md): B's tn-wide
-    /// column panels (kb x tn blocks with a k block) become contiguous. Needs tn | n, or else
-    /// rows of B that do not start lines (16 does not divide n): then B's rows padded to one.
+    /// column panels (kb x tn blocks with a k block) become contiguous. Where tn does not
+    /// divide n, B's columns stay whole, its rows padded to a line: B^T where B is strided
+    /// along n (attention's K), else B's own layout where its rows do not start lines.
     bool pack = false;
     /// Before that, `pack` A under the outermost n loop: each tm-row block of A becomes
     /// [k][m_i], so the tile's broadcasts of its tm rows read one contiguous stream (rows 4 KB
     /// apart, k a multiple of 1024, otherwise fall in one L1 set). The copy is a register
-    /// transpose for tm = 8 or 16 (docs/actions.md). Needs tm | m.
+    /// transpose for tm = 8 or 16 (docs/actions.md). Where tm does not divide m, A^T ([k][m]).
     bool pack_a = false;
 
     std::string name() const;  // e.g. "8x32 mn", "8x32 kb256 kmn pack", "8x16 mn packA"

@@ -130,20 +130,28 @@ TEST(Attention, SeedsAndTileSchedulesVerify) {
     }
 }
 
-// Q.K^T reads K along n with a stride: its seeds include B packed (n a multiple of the tile's
-// columns), and those compute the same; the context's V is contiguous along n, no pack added.
+// Q.K^T reads K along n with a stride: its seeds include B packed, whether the tile's columns
+// divide the tokens (32) or leave a tail (37: K's tokens kept whole, K^T), and those compute the
+// same, as do random action sequences after them; the context's V is contiguous along n, no
+// pack added.
 TEST(Attention, StridedKeysTakePackedSeeds) {
     auto jit = Jit::create();
-    const Computation s = make_scores(1, 2, 32, 16);
-    int packed = 0;
-    for (const auto &seed : looptune::tune_seeds(s, 200, ActionSpace::preset("full"))) {
-        if (seed.name.find("pack") == std::string::npos) continue;
-        ++packed;
-        Program p = naive(s);
-        for (Action a : seed.actions) p = apply(p, a);
-        EXPECT_TRUE(tests::matches_reference(*jit, p)) << seed.name;
+    std::mt19937_64 rng(43);
+    for (int64_t t : {32, 37}) {
+        const Computation s = make_scores(1, 2, t, 16);
+        int packed = 0;
+        for (const auto &seed : looptune::tune_seeds(s, 200, ActionSpace::preset("full"))) {
+            if (seed.name.find("pack") == std::string::npos) continue;
+            ++packed;
+            Program p = naive(s);
+            for (Action a : seed.actions) p = apply(p, a);
+            EXPECT_EQ(p.comp->tensors.back().name, "K_packed") << t << " " << seed.name;
+            EXPECT_TRUE(tests::matches_reference(*jit, p)) << t << " " << seed.name;
+            p = tests::random_walk(p, rng, 12, ActionSpace::preset("layout"));
+            EXPECT_TRUE(tests::matches_reference(*jit, p)) << t << " " << dump(p, false);
+        }
+        EXPECT_GE(packed, 3) << t;
     }
-    EXPECT_GT(packed, 0);
     for (const auto &seed :
          looptune::tune_seeds(make_context(1, 2, 32, 16), 200, ActionSpace::preset("full")))
         EXPECT_EQ(seed.name.find("pack"), std::string::npos) << seed.name;

@@ -260,11 +260,11 @@ TEST(Pack, IllegalWhereNothingWouldChangeOrTheCutDoesNotDivide) {
     naive.cursor = 1;  // k: both inputs use it
     EXPECT_STREQ(why_illegal(naive, Action::Pack),
                  "no input of the nest is invariant in this loop");
-    // n = 48 in 32-wide panels: the cut does not divide n (and B's rows, 192 bytes, start
-    // lines already: nothing to pad).
+    // n = 48 in 32-wide panels: the cut does not divide n, so n stays whole, which is B's own
+    // layout (and B's rows, 192 bytes, start lines already: nothing to pad).
     Program odd = apply_all(tests::matmul_program(16, 48, 8), kTileToMBlocks);
     EXPECT_STREQ(why_illegal(odd, Action::Pack),
-                 "the inner piece of a split variable does not divide its extent");
+                 "the nest already walks the input in its own layout");
     // Once packed, B is read only by the copy nest: a second pack of it is illegal there.
     Program q = apply(apply_all(tests::matmul_program(16, 64, 8), kTileToMBlocks), Action::Pack);
     EXPECT_NE(why_illegal(q, Action::Pack), nullptr);
@@ -355,6 +355,64 @@ TEST(Pack, APaddedCopyMadeBlockByBlockHoldsOneBlock) {
     generic.lower.max_emission_cost = 1;
     EXPECT_GE(lower_to_llvm_ir(q, "k", generic.lower).summary.generic_nests, 1);
     expect_matches(q, *mm, *Jit::create(generic));
+}
+
+// B strided along n (B[n, k], attention's K) under 32-wide panels that do not divide n = 37:
+// n cannot be cut, so it stays whole where its panel's columns are (B_packed[k, n], K^T), rows
+// padded to 48 floats; the tile's tail panel reads the same rows. The copy transposes 16 rows
+// at a time in registers, the last 5 rows element by element. Block by block inside the
+// panels, B_packed holds one panel, indexed from its start.
+TEST(Pack, KeepsAVariableWholeWhereItsPanelsLeaveATail) {
+    auto c = std::make_shared<Computation>(parse_program(R"(looptool-program 1
+name bt
+var m 21
+var k 64
+var n 37
+tensor A input 21 64
+tensor B input 37 64
+tensor T temp 21 37
+tensor C output 21 37
+stmt T[m, n] += A[m, k] * B[n, k]
+stmt C[m, n] = T[m, n]
+nest 0
+loop m 21 0
+loop k 64 0
+loop n 37 0
+nest 1
+loop m 21 0
+loop n 37 0
+cursor 0
+)")
+                                               .computation());
+    // m (2 r 5), n (1 r 5), k, m', n': the cursor on m, under the n panels or above them.
+    const std::vector<Action> mn = {Action::Split8,  Action::Down,   Action::SwapDown, Action::Down,
+                                    Action::Split32, Action::SwapUp, Action::SwapUp,   Action::Up};
+    const Program whole = apply(apply_all(Program::naive(c), mn), Action::Pack);
+    const Computation &k = *whole.comp;
+    EXPECT_EQ(k.vars, c->vars);
+    EXPECT_EQ(k.tensors.back().shape, (std::vector<int64_t>{64, 48}));
+    EXPECT_EQ(format_stmt(k, k.stmts[0]), "B_packed[k, n] = B[n, k]");
+    EXPECT_EQ(format_stmt(k, k.stmts[1]), "T[m, n] += A[m, k] * B_packed[k, n]");
+    const Nest &copy = whole.tree.nests[0];
+    ASSERT_EQ(copy.loops.size(), 3u);  // n (2 r 5), k, n' (16)
+    EXPECT_EQ(copy.loops[0].size, 2);
+    EXPECT_EQ(copy.loops[0].tail, 5);
+    EXPECT_EQ(copy.loops[2].size, 16);
+    EXPECT_EQ(lower_to_llvm_ir(whole, "k", {}).summary.transposed_copies, 1);
+    expect_matches(whole, *c);
+    // n panels outermost: one 64 x 32 panel at a time (the last one 5 wide).
+    const Program block = apply(apply_all(Program::naive(c), kTileToMBlocks), Action::Pack);
+    EXPECT_EQ(block.tree.nests[0].shared, 1);
+    Computation folded = *block.comp;
+    EXPECT_EQ(detail::fold_scratch(folded, block.tree).log,
+              std::vector<std::string>{"B_packed: n from the block's start"});
+    EXPECT_EQ(folded.tensors.back().shape, (std::vector<int64_t>{64, 32}));
+    expect_matches(block, *c);
+    // Further actions on the packed tile keep computing the same.
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 12; ++i)
+        expect_matches(
+            tests::random_walk(i % 2 ? block : whole, rng, 8, ActionSpace::preset("layout")), *c);
 }
 
 // Random walks of the `layout` space after a pack (further packs, splits, swaps, merges,
@@ -486,11 +544,15 @@ TEST(Pack, ATileWithAPackedTransposesItsRowBlocksInRegisters) {
         ++members;
     }
     EXPECT_EQ(members, 6);  // 8x32, 8x16, 16x16, each "mn" and "nm"
-    // 40 rows: no 16-row blocks, so the 16x16 tile cannot pack A (a clear error).
+    // 40 rows: no 16-row blocks, so m stays whole: A_packed is A^T ([k][m], rows padded to a
+    // line), still transposed in registers, 8 rows at a time.
     auto forty = std::make_shared<Computation>(make_matmul(40, 64, 96));
     looptune::TileSchedule s{16, 16, 0, "nm"};
     s.pack_a = true;
-    EXPECT_THROW(looptune::tile_actions(*forty, s), Error);
+    const Program p = apply_all(Program::naive(forty), looptune::tile_actions(*forty, s));
+    EXPECT_EQ(p.comp->tensors.back().shape, (std::vector<int64_t>{96, 48})) << dump(p);
+    EXPECT_EQ(lower_to_llvm_ir(p).summary.transposed_copies, 1) << dump(p);
+    expect_matches(p, *forty);
 }
 
 // The transpose is one function, not code in every kernel: a module lowered on its own

@@ -50,6 +50,9 @@ TEST(Transformer, TheLayerChainsItsOps) {
     for (const LayerOp &op : ops) epilogues += op.epilogue;
     EXPECT_EQ(epilogues, 6);
     EXPECT_THROW(transformer_shape("gpt-5"), Error);
+    EXPECT_EQ(transformer_shape("bert-base-131").tokens, 131);
+    for (const char *bad : {"bert-base-", "bert-base-0", "bert-base-12x", "bert-base-99999"})
+        EXPECT_THROW(transformer_shape(bad), Error) << bad;
     tests::TempDir dir("transformer");
     const auto paths = write_transformer_dataset(transformer_shape("tiny"), dir.path.string());
     ASSERT_EQ(paths.size(), 17u);

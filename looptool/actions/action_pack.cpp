@@ -45,10 +45,24 @@ std::vector<int> layout_vars(const Access &a) {
     return vars;
 }
 
+// Whether variable u can be cut at `cut` in every nest, and its pieces named.
+bool can_cut(const Program &p, int u, int64_t cut) {
+    const Computation &c = *p.comp;
+    if (c.vars[size_t(u)].extent % cut != 0) return false;
+    for (const Nest &n : p.tree.nests)
+        if (!cuts_at(n, u, cut)) return false;
+    for (const char *suffix : {"_o", "_i"})
+        if (c.var_index(c.vars[size_t(u)].name + suffix) >= 0) return false;
+    return true;
+}
+
 // P's dimensions (plan.dims) and cuts (plan.cut): the runs of T's variables in the nest's loop
 // order, a variable in two runs cut where the second starts. With `at_cursor`, a variable
-// walked above the cursor starts a new run at its first loop below it. nullptr when every cut
-// can be made.
+// walked above the cursor starts a new run at its first loop below it. A variable that cannot
+// be cut there (the inner piece does not divide its extent: a tile's tail) is kept whole in
+// the place of its inner run instead, so the tile still reads it contiguously (attention's K
+// at 197 tokens: [d][j], j's 32-wide tiles and the tail's 5 columns one row of P); its outer
+// run then adds nothing to P. nullptr unless a variable is walked in three pieces.
 const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_cursor,
                       PackPlan &plan) {
     const Computation &c = *p.comp;
@@ -69,14 +83,11 @@ const char *plan_dims(const Program &p, const std::vector<bool> &of_t, bool at_c
         plan.dims.push_back({u, pieces[size_t(u)] == 2});
     }
     for (size_t u = 0; u < c.vars.size(); ++u) {
-        const int64_t cut = plan.cut[u], e = c.vars[u].extent;
-        if (cut == 0) continue;
-        if (e % cut != 0) return "the inner piece of a split variable does not divide its extent";
-        for (const Nest &n : p.tree.nests)
-            if (!cuts_at(n, int(u), cut)) return "a nest's loops cannot be cut where the pack cuts";
-        for (const char *suffix : {"_o", "_i"})
-            if (c.var_index(c.vars[u].name + suffix) >= 0)
-                return "a variable already has the name of a cut variable";
+        if (plan.cut[u] == 0 || can_cut(p, int(u), plan.cut[u])) continue;
+        plan.cut[u] = 0;
+        std::erase_if(plan.dims,
+                      [&](const PackPlan::Dim &d) { return d.var == int(u) && !d.inner; });
+        for (PackPlan::Dim &d : plan.dims) d.inner = d.inner && d.var != int(u);
     }
     return nullptr;
 }
@@ -142,6 +153,17 @@ const char *plan_padding(const Computation &c, const Tensor &t, const std::vecto
     return nullptr;
 }
 
+// A reordered P whose last dimension is a whole variable of two lines or more that does not
+// fill its last line (a tail kept whole, plan_dims()) gets its rows padded to one
+// (PackPlan::pad), so every row of P starts a line, as the tile's vector loads expect.
+void pad_reordered(const Computation &c, const Tensor &t, PackPlan &plan) {
+    const PackPlan::Dim last = plan.dims.back();
+    const int64_t row = c.vars[size_t(last.var)].extent;
+    plan.pad = !last.inner && plan.cut[size_t(last.var)] == 0 && row % kPackRowAlign != 0 &&
+               row >= 2 * kPackRowAlign &&
+               t.num_elements() / row * padded_row(row) <= kMaxScratchElements;
+}
+
 }  // namespace
 
 const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
@@ -170,6 +192,7 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     const char *why = plan_dims(p, of_t, false, plan);
     if (!why && !reorders(plan, layout)) why = "the nest already walks the input in its own layout";
     if (why) return plan_padding(c, t, layout, why, plan);
+    pad_reordered(c, t, plan);
     // Block by block, a variable walked both above the cursor and below (k in "nkm": k blocks
     // outside, the block's k inside) is cut where the block starts too, so that the lowering
     // keeps one block of P (lower_fold.h) instead of all of T's k: else each block is written
@@ -178,7 +201,10 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     // and the lowering indexes that variable from the block's start instead (lower_fold.h).
     if (plan.in_block) {
         PackPlan folded = plan;
-        if (plan_dims(p, of_t, true, folded) == nullptr) plan = std::move(folded);
+        if (plan_dims(p, of_t, true, folded) == nullptr) {
+            pad_reordered(c, t, folded);
+            plan = std::move(folded);
+        }
     }
     return nullptr;
 }
@@ -293,6 +319,18 @@ int cut_nests(const Program &p, const PackPlan &plan, const CutVars &cv, LoopTre
     return at;
 }
 
+// A transposing copy whose rows (its innermost loop, a tail kept whole) are not a multiple of
+// 8: those rows in blocks of 16 walked outermost (after the shared loops), the last block
+// shorter, so that each full block is a 16-row transpose in registers (lower_emit.cpp) and
+// only the tail's rows are copied element by element.
+void transpose_rows_in_blocks(Nest &copy) {
+    const Loop rows = copy.loops.back();
+    if (rows.size <= kPackRowAlign || rows.size % 8 == 0) return;
+    copy.loops.back() = {rows.var, kPackRowAlign, 0, false, false};
+    copy.loops.insert(copy.loops.begin() + copy.shared, {rows.var, rows.size / kPackRowAlign,
+                                                         rows.size % kPackRowAlign, false, false});
+}
+
 // The copy nest: P's dimensions in order, inside the user's loops above the cursor (depth `at`
 // in r's nest plan.nest) when P is copied block by block. Its innermost loop is vectorized when
 // it fits a vector and T is contiguous along it too (B's panel rows); a transposing copy (a
@@ -333,6 +371,7 @@ Nest copy_nest(const Program &r, const PackPlan &plan, const CutVars &cv, const 
         run = {last_var, e / kPackRowAlign, e % kPackRowAlign, false, false};
         copy.loops.push_back({last_var, kPackRowAlign, 0, false, false});
     }
+    if (!contiguous) transpose_rows_in_blocks(copy);
     Loop &innermost = copy.loops.back();
     innermost.vectorize = contiguous && innermost.size >= 2 && innermost.size <= kMaxVectorWidth;
     return copy;

@@ -17,11 +17,13 @@
 // P must be affine in the variables, so a variable of T that the nest walks in two separate
 // pieces (n's 32-column blocks outside, its 32 columns innermost) becomes two variables in the
 // computation, `n_o` and `n_i` with n = 32 * n_o + n_i, and every nest's loops over it are
-// cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent.
-// Where no such cut can be made (or T is walked in its own layout) but T's rows do not start
-// cache lines, P keeps T's layout with its rows padded to a line (PackPlan::pad). Copied block
-// by block, either P still holds one block in the lowering, indexed from the block's start
-// (lower_fold.h).
+// cut at 32 (a loop that straddles the cut becomes two). That needs 32 to divide n's extent:
+// where it does not (a tail), the variable is kept whole where its inner piece would be (K^T's
+// [d][j] for attention's scores at 197 tokens), and P's rows are padded to a line when that
+// variable is last. Where P would then be T's own layout but T's rows do not start cache
+// lines, P keeps T's layout with its rows padded to a line (PackPlan::pad). Copied block by
+// block, P still holds one block in the lowering, a dimension walked above and below indexed
+// from the block's start (lower_fold.h).
 #pragma once
 
 #include "looptool/ir/loop_tree.h"
@@ -43,10 +45,10 @@ struct PackPlan {
     /// they walk T in blocks: each loop there is over a variable of T or runs once. Else the
     /// whole of T is copied before the nest.
     bool in_block = false;
-    /// P keeps T's layout with its rows padded to a multiple of kPackRowAlign elements: where T
-    /// cannot be reordered (the cut does not divide a variable's extent, or the nest walks T in
-    /// its own layout) but its rows are not 64-byte aligned and two lines long at least. No
-    /// variable is cut (dims: T's).
+    /// P's last dimension is padded to a multiple of kPackRowAlign elements. Either P keeps T's
+    /// layout (no variable cut, dims: T's) where the nest walks T in that layout but T's rows
+    /// are not 64-byte aligned, or P is reordered and its last dimension is a whole variable
+    /// (a tail kept whole) that does not fill its last line; two lines long at least.
     bool pad = false;
 };
 

@@ -70,7 +70,13 @@ std::vector<TransformerShape> transformer_shapes() {
 
 TransformerShape transformer_shape(const std::string &name) {
     if (name == "tiny") return {"tiny", 8, 16, 2, 32};
-    std::string names = "tiny";
+    // bert-base-N: BERT-base's layer at any token count (a held-out length such as a prime).
+    const std::string bert = "bert-base-";
+    if (name.rfind(bert, 0) == 0 && name.size() > bert.size() && name.size() <= bert.size() + 4 &&
+        name.find_first_not_of("0123456789", bert.size()) == std::string::npos &&
+        name[bert.size()] != '0')
+        return {name, std::stoll(name.substr(bert.size())), 768, 12, 3072};
+    std::string names = "tiny, bert-base-N (1 <= N <= 9999)";
     for (const TransformerShape &s : transformer_shapes()) {
         if (s.name == name) return s;
         names += ", " + s.name;

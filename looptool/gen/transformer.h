@@ -25,8 +25,9 @@ struct TransformerShape {
 /// BERT-base at 128 and 384 tokens, ViT-B/16 at 197 (196 patches and the class token): hidden
 /// 768, 12 heads, FFN 3072.
 std::vector<TransformerShape> transformer_shapes();
-/// The shape called `name` (one of transformer_shapes(), or "tiny": 8 tokens, width 16, 2
-/// heads, FFN 32, for checks); throws Error listing the names otherwise.
+/// The shape called `name` (one of transformer_shapes(), "bert-base-N": BERT-base at N tokens,
+/// or "tiny": 8 tokens, width 16, 2 heads, FFN 32, for checks); throws Error listing the names
+/// otherwise.
 TransformerShape transformer_shape(const std::string &name);
 
 /// One op of the layer: `comp` reads the layer tensors `reads` (one per input tensor of comp,

@@ -147,8 +147,11 @@ std::optional<NestEmitter::Transpose> NestEmitter::transpose_at(size_t d, const 
     t.src_stride = src.coef[size_t(row.var)];
     if (dst.coef[size_t(row.var)] != 1 || t.rows % 8 != 0 || t.src_stride == 1) return std::nullopt;
     t.block = t.rows % 16 == 0 ? 16 : 8;
-    // The run, innermost first: contiguous in T, and in S one row of `rows` apart.
-    int64_t want_src = 1, want_dst = t.rows;
+    // The run, innermost first: contiguous in T, and in S one row of `rows` (or a padded row of
+    // more) apart.
+    t.dst_stride = dst.coef[size_t(loops[loops.size() - 2].var)];
+    if (t.dst_stride < t.rows) return std::nullopt;
+    int64_t want_src = 1, want_dst = t.dst_stride;
     for (size_t e = loops.size() - 1; e-- > d;) {
         const size_t v = size_t(loops[e].var);
         if (src.coef[v] != want_src || dst.coef[v] != want_dst) return std::nullopt;
@@ -167,7 +170,7 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
     // A call, not the code: a JIT compiles the transpose once (lower_runtime.h).
     b_.CreateCall(transpose_function(*b_.GetInsertBlock()->getModule(), t.block),
                   {src, dst, b_.getInt64(uint64_t(t.src_stride)), b_.getInt64(uint64_t(t.rows)),
-                   b_.getInt64(uint64_t(t.run))});
+                   b_.getInt64(uint64_t(t.run)), b_.getInt64(uint64_t(t.dst_stride))});
 }
 
 void NestEmitter::emit(size_t d, State st) {

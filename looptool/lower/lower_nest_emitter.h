@@ -153,11 +153,12 @@ private:
     bool polls(size_t d) const;
     /// A copy `S[...] = T[...]` whose loops from depth d on are a run over contiguous
     /// elements of T (J of them, J % 16 == 0), then `rows` (a multiple of 8) elements of S
-    /// contiguous, each row `src_stride` apart in T: a rows x J transpose, in blocks of
-    /// `block` rows (16, or 8 when rows is not a multiple of 16).
+    /// contiguous, each row `src_stride` apart in T and each element of the run `dst_stride`
+    /// (rows, or a padded row) apart in S: a rows x J transpose, in blocks of `block` rows
+    /// (16, or 8 when rows is not a multiple of 16).
     struct Transpose {
         int src = 0, dst = 0;  // slots
-        int64_t rows = 0, run = 0, src_stride = 0;
+        int64_t rows = 0, run = 0, src_stride = 0, dst_stride = 0;
         int block = 16;
     };
     std::optional<Transpose> transpose_at(size_t d, const State &st) const;

@@ -53,7 +53,8 @@ void emit_transpose_body(llvm::Function *fn, int R) {
     llvm::LLVMContext &ctx = fn->getContext();
     IRBuilder<> b(BasicBlock::Create(ctx, "entry", fn));
     auto arg = fn->arg_begin();
-    Value *src = &*arg++, *dst = &*arg++, *src_stride = &*arg++, *rows = &*arg++, *run = &*arg++;
+    Value *src = &*arg++, *dst = &*arg++, *src_stride = &*arg++, *rows = &*arg++, *run = &*arg++,
+          *dst_stride = &*arg++;
     llvm::Type *f32 = b.getFloatTy();
     llvm::Type *v4 = llvm::FixedVectorType::get(f32, 4);
     const int lanes = R / 4;            // 128-bit lanes of a vector of R floats
@@ -105,11 +106,12 @@ void emit_transpose_body(llvm::Function *fn, int R) {
                   *hi23 = shuffle(q[2], q[3], unpack_hi32);
             Value *out[4] = {shuffle(lo01, lo23, unpack_lo64), shuffle(lo01, lo23, unpack_hi64),
                              shuffle(hi01, hi23, unpack_lo64), shuffle(hi01, hi23, unpack_hi64)};
-            // Column j + k goes to dst[(j + k) * rows + rb .. + R - 1].
+            // Column j + k goes to dst[(j + k) * dst_stride + rb .. + R - 1].
             Value *p = b.CreateInBoundsGEP(
-                f32, dst, b.CreateAdd(b.CreateMul(j, rows, "", true, true), rb, "", true, true));
+                f32, dst,
+                b.CreateAdd(b.CreateMul(j, dst_stride, "", true, true), rb, "", true, true));
             for (size_t k = 0; k < 4; ++k) {
-                if (k > 0) p = b.CreateInBoundsGEP(f32, p, rows);
+                if (k > 0) p = b.CreateInBoundsGEP(f32, p, dst_stride);
                 b.CreateAlignedStore(out[k], p, llvm::Align(4));
             }
         });
@@ -126,7 +128,7 @@ llvm::Function *transpose_function(llvm::Module &m, int rows) {
     llvm::LLVMContext &ctx = m.getContext();
     llvm::Type *ptr = llvm::PointerType::getUnqual(ctx), *i64 = llvm::Type::getInt64Ty(ctx);
     auto *type =
-        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64}, false);
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64, i64}, false);
     llvm::Function *f = llvm::Function::Create(type, llvm::Function::ExternalLinkage, name, m);
     f->addFnAttr(llvm::Attribute::NoUnwind);
     f->addFnAttr(llvm::Attribute::NoInline);  // one body per module, whatever calls it

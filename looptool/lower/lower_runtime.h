@@ -12,9 +12,10 @@
 namespace looptool::detail {
 
 /// The declaration in m of `void looptool_transpose16(const float *src, float *dst, i64
-/// src_stride, i64 rows, i64 run)` (`rows_per_block` 16) or `looptool_transpose8` (8):
-/// dst[j * rows + r] = src[r * src_stride + j] for r < rows, j < run, rows a multiple of
-/// `rows_per_block` and run of 4, in blocks of that many rows transposed in registers.
+/// src_stride, i64 rows, i64 run, i64 dst_stride)` (`rows_per_block` 16) or
+/// `looptool_transpose8` (8): dst[j * dst_stride + r] = src[r * src_stride + j] for r < rows,
+/// j < run, rows a multiple of `rows_per_block` and run of 4, in blocks of that many rows
+/// transposed in registers (dst_stride >= rows: a padded copy's rows).
 llvm::Function *transpose_function(llvm::Module &m, int rows_per_block);
 
 /// The declaration in m of `void looptool_parallel_for(ptr pool, ptr body, ptr ctx, i64 n)`:
