@@ -2,7 +2,7 @@
 # CTest `ExperimentScripts`: experiments/policy_gain.py, family_coverage.py and program_forms.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
 # neighbour_keep.py on two small runs, results.py on two small compare runs, lib_speed.sh on two
-# tiny shapes, and their errors. Usage: scripts_test.sh BUILD_DIR
+# tiny shapes, parallel_rollout.py on one matmul, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -158,4 +158,14 @@ PYTHONPATH="$build/python" "$py" "$here/lib_speed_python.py" "$tmp/lib/lib" --ro
 grep -q "^2 kernels: Python/JIT geomean" "$tmp/libpy.log" || fail "$(cat "$tmp/libpy.log")"
 if "$here/lib_speed.sh" --bogus > "$tmp/e5" 2>&1; then fail "lib_speed.sh took --bogus"; fi
 grep -q "error: unknown option --bogus" "$tmp/e5" || fail "$(cat "$tmp/e5")"
+# parallel_rollout.py: the threads policy's rollout of a 128^3 matmul, with and without parallel.
+"$build/cli/looptool" generate --dimA 128,128 --dimB 128,128 --out "$tmp/pr_data" > /dev/null
+"$py" "$here/parallel_rollout.py" --policy "$here/../policies/threads.policy" --out "$tmp/pr" \
+    --rounds 1 --build "$build" "$tmp/pr_data/mm128_128_128" > "$tmp/pr.log" 2>&1 ||
+    fail "parallel_rollout.py: $(tail -1 "$tmp/pr.log")"
+grep -q "^| mm128_128_128 | yes | " "$tmp/pr/parallel_rollout.md" || fail "$(cat "$tmp/pr.log")"
+if "$py" "$here/parallel_rollout.py" --policy "$tmp/none.policy" --out "$tmp/pr" \
+    --build "$build" "$tmp/pr_data/mm128_128_128" > "$tmp/e6" 2>&1; then
+    fail "parallel_rollout.py took a missing policy"; fi
+grep -q "none.policy: no such file" "$tmp/e6" && ! grep -q Traceback "$tmp/e6" || fail "$(cat "$tmp/e6")"
 echo "experiment scripts: ok"

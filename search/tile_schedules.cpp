@@ -411,6 +411,26 @@ std::string format_actions(const std::vector<Action> &actions) {
 
 namespace looptune::detail {
 
+namespace {
+/// Measures a member's state; false once the search is out of time. Within the step limit, a
+/// schedule's prefix is what an agent could reach: the state it ends in is measured, like every
+/// other search does with its paths. Nothing is measured for a member with an action outside
+/// the space or one illegal on the way.
+bool evaluate_member(SearchState &state, Environment &env, const looptool::Program &start,
+                     const SearchConfig &config, std::vector<Action> actions) {
+    if (int(actions.size()) > config.max_steps) actions.resize(size_t(config.max_steps));
+    for (Action a : actions)
+        if (env.action_space().index_of(a) < 0) return true;
+    looptool::Program p = start;
+    try {
+        for (Action a : actions) p = looptool::apply(p, a);
+    } catch (const looptool::Error &) {
+        return true;
+    }
+    return state.evaluate(p, actions) >= 0;
+}
+}  // namespace
+
 SearchResult tile_template(Environment &env, const looptool::Program &start,
                            const SearchConfig &config) {
     SearchState state(env, start, config);
@@ -439,6 +459,12 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
                              c.vars[size_t(r.k)].extent, layout))
             family.push_back([&c, s] { return tile_actions(c, s); });
     }
+    // Above one thread, each member also with the naive nest's outermost loop made parallel
+    // first (the cursor starts there; splits keep the mark on the outer part): after the tile,
+    // the walk back up to it would not fit in an agent's episode. A member that then moves
+    // that loop down, or unrolls it, has no such variant.
+    const bool parallel =
+        env.config().threads > 1 && env.action_space().index_of(Action::Parallel) >= 0;
     for (const auto &make : family) {
         if (state.out_of_time()) break;
         std::vector<Action> actions;
@@ -447,15 +473,14 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
         } catch (const looptool::Error &) {
             continue;  // not expressible for this shape
         }
-        // Within the step limit, a schedule's prefix is what an agent could reach; measure the
-        // state it ends in, like every other search does with its paths.
-        if (int(actions.size()) > config.max_steps) actions.resize(size_t(config.max_steps));
-        bool in_space = true;
-        for (Action a : actions) in_space = in_space && env.action_space().index_of(a) >= 0;
-        if (!in_space) continue;
-        looptool::Program p = start;
-        for (Action a : actions) p = looptool::apply(p, a);
-        if (state.evaluate(p, actions) < 0) break;
+        std::vector<std::vector<Action>> variants;
+        if (parallel) {
+            variants.push_back({Action::Parallel});
+            variants.back().insert(variants.back().end(), actions.begin(), actions.end());
+        }
+        variants.push_back(std::move(actions));
+        for (std::vector<Action> &v : variants)
+            if (!evaluate_member(state, env, start, config, v)) return state.finish("tile");
     }
     return state.finish("tile");
 }

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "looptool/check/verify.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
@@ -141,6 +143,41 @@ TEST(Search, TileTemplateFindsARegisterTileWithinTheStepLimit) {
 
     Program moved = apply(start, Action::Split8);
     EXPECT_THROW(run_search("tile", env, moved, cfg), Error);
+}
+
+// Above one thread, in an action space with `parallel`, the template also measures each member
+// with the naive nest's outermost loop made parallel first (every one checked against the
+// reference): more schedules than on one thread, and the parallel ones among them.
+TEST(Search, TileTemplateAboveOneThreadAlsoMeasuresParallelMembers) {
+    SearchConfig cfg;
+    cfg.max_steps = 16;
+    int64_t measured[2] = {0, 0};
+    for (int threads : {1, 2}) {
+        EnvConfig c = fast_env();
+        c.action_space = "threads";
+        c.threads = threads;
+        Environment env(c);
+        const Program start = start_of(env, 128, 96, 64);
+        const SearchResult r = run_search("tile", env, start, cfg);
+        measured[threads - 1] = r.schedules_measured;
+        if (threads == 1) EXPECT_EQ(dump(r.best).find("parallel"), std::string::npos);
+    }
+    std::set<std::string> parallel_members;  // distinct schedules: cut members may coincide
+    const Program naive = Program::naive(std::make_shared<Computation>(make_matmul(128, 96, 64)));
+    for (const TileSchedule &s : schedule_family(128, 96, 64, true)) {
+        Program p = naive;
+        try {
+            std::vector<Action> a = tile_actions(*naive.comp, s);
+            a.insert(a.begin(), Action::Parallel);
+            a.resize(std::min<size_t>(a.size(), 16));
+            for (Action x : a) p = apply(p, x);
+        } catch (const Error &) {
+            continue;  // not expressible, or the member moves the parallel loop down
+        }
+        parallel_members.insert(schedule_key(p));
+    }
+    EXPECT_GT(parallel_members.size(), 4u);
+    EXPECT_EQ(measured[1], measured[0] + int64_t(parallel_members.size()));
 }
 
 TEST(Search, ConvTileSchedulesAreRegisterTilesThatMatchTheReference) {

@@ -1,13 +1,18 @@
 // The default thread count (util/threads.h): every core the process may use, through the
 // library calls and the built `looptool`; a process confined to one core (as `taskset -c C`)
-// gets 1. Runs keep the thread count in the keys they file results under.
+// gets 1. Runs keep the thread count in the keys they file results under. The threads policy
+// chooses the parallel loop itself.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
+#include <memory>
 #include <string>
 
+#include "env/environment.h"
 #include "looptool/formats/text_format.h"
+#include "looptool/ir/ir.h"
 #include "test_util.h"
 #include "tune/policy.h"
 #include "tune/schedule_library_use.h"
@@ -111,4 +116,31 @@ TEST(Threads, TuneOnTwoThreadsTakesTheThreadsPolicyAndVerifies) {
         const auto meta = looptune::Policy::load(policy).info();
         EXPECT_EQ(meta.action_space, std::string(threads) == "2" ? "threads" : "full");
     }
+}
+
+// The shipped threads policy chooses the parallel loop itself: its greedy rollout alone (no
+// seeds; no kernel runs, the observation holds no GFLOPS) on 2 threads marks a loop of medium
+// matmuls parallel, and not of these tiny ones, where a pool's dispatch costs more than it shares
+// (8x8x8 and 16x16x16 it still makes parallel; tune measures what a rollout reaches).
+TEST(Threads, TheThreadsPolicysGreedyRolloutParallelizesMediumMatmulsOnly) {
+    const looptune::Policy policy = looptune::Policy::load(looptune::shipped_policy_path(2));
+    looptune::EnvConfig c;
+    c.measure_enabled = false;
+    c.threads = 2;
+    looptune::Environment env(policy.env_config(c));
+    auto rollout_is_parallel = [&](int64_t m, int64_t n, int64_t k) {
+        env.reset(Program::naive(std::make_shared<Computation>(make_matmul(m, n, k))));
+        bool parallel = false;
+        while (env.steps_taken() < env.config().max_steps) {
+            const int a = policy.act(env);
+            if (a < 0) break;
+            parallel = parallel || env.action_space().actions[size_t(a)] == Action::Parallel;
+            env.step_index(a);
+        }
+        return parallel && dump(env.program()).find("parallel") != std::string::npos;
+    };
+    for (auto [m, n, k] : {std::array<int64_t, 3>{128, 128, 128}, {256, 256, 256}, {192, 160, 224}})
+        EXPECT_TRUE(rollout_is_parallel(m, n, k)) << m << "x" << n << "x" << k;
+    for (auto [m, n, k] : {std::array<int64_t, 3>{32, 32, 32}, {12, 17, 5}, {2, 6, 28}})
+        EXPECT_FALSE(rollout_is_parallel(m, n, k)) << m << "x" << n << "x" << k;
 }
