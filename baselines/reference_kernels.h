@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace looptune::bench {
 
@@ -60,8 +61,11 @@ void *onednn_symbol(const char *name);
 /// Throws looptool::Error "oneDNN: `what` failed (status N)" unless `status` is dnnl_success (0).
 void onednn_check(int status, const char *what);
 /// library_threads() OpenMP threads for oneDNN calls made by the calling thread (OpenMP's
-/// count is per thread); load_onednn() first.
+/// count is per thread), each worker on a core other than the caller's; loads oneDNN first.
 void onednn_set_threads();
+/// The core each thread of a library_threads() OpenMP team is pinned to (-1: not pinned to
+/// one); empty when libgomp's entry points were not found. For tests of the placement.
+std::vector<int> onednn_thread_cores();
 /// "oneDNN 2.6.x (OpenMP runtime, N OpenMP threads)".
 std::string onednn_version();
 /// dnnl_sgemm('N', 'N', m, n, k, 1, A, k, B, n, 0, C, n), row-major.

@@ -7,6 +7,7 @@
 #include "looptool/gen/attention.h"
 #include "looptool/ir/error.h"
 #include "looptool/ir/row_ops.h"
+#include "looptool/measure/measure.h"
 
 using namespace looptool;
 
@@ -26,4 +27,23 @@ TEST(OnednnPrimitive, MatmulReadsAttentionInPlace) {
     EXPECT_NO_THROW(looptune::bench::onednn_matmul_measurer("t", make_matmul(9, 7, 5)));
     EXPECT_FALSE(looptune::bench::strided_matmul(make_softmax(4, 4)));
     EXPECT_THROW(looptune::bench::onednn_matmul_measurer("t", make_softmax(4, 4)), Error);
+}
+
+// OpenMP's workers keep the mask of the thread that made them: made while the caller is pinned
+// they would share its core. After onednn_set_threads each worker is on a core of its own.
+TEST(OnednnPrimitive, WorkersRunOnCoresOtherThanThePinnedCallers) {
+    cpu_set_t saved;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+    if (CPU_COUNT(&saved) < 2) GTEST_SKIP() << "needs 2 cores";
+    looptune::bench::set_library_threads(2);
+    const int core = pin_to_core();
+    ASSERT_GE(core, 0);
+    looptune::bench::onednn_set_threads();
+    const std::vector<int> cores = looptune::bench::onednn_thread_cores();
+    sched_setaffinity(0, sizeof(saved), &saved);
+    looptune::bench::set_library_threads(1);
+    ASSERT_EQ(cores.size(), 2u);
+    EXPECT_EQ(cores[0], core);
+    EXPECT_GE(cores[1], 0);
+    EXPECT_NE(cores[1], core);
 }

@@ -5,7 +5,19 @@
 
 #include <sched.h>
 
+#include <vector>
+
 namespace looptune {
+
+/// The CPUs the calling thread may run on (sched_getaffinity), in order; empty if unknown.
+inline std::vector<int> allowed_cpus() {
+    std::vector<int> cpus;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    return cpus;
+}
 
 /// The cores the calling thread may run on (sched_getaffinity), at least 1.
 inline int usable_cores() {

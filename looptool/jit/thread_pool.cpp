@@ -5,17 +5,10 @@
 
 #include <chrono>
 
+#include "util/threads.h"
+
 namespace looptool {
 namespace {
-
-std::vector<int> allowed_cpus() {
-    std::vector<int> cpus;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE; ++c)
-            if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    return cpus;
-}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -46,7 +39,7 @@ void spin_then_wait(const std::atomic<T> &a, Pred done) {
 ThreadPool::ThreadPool(int threads)
     : threads_(threads < 1 ? 1 : threads),
       claimed_(std::make_unique<std::atomic<uint64_t>[]>(size_t(threads_))),
-      cpus_(allowed_cpus()) {}
+      cpus_(looptune::allowed_cpus()) {}
 
 std::vector<std::vector<int>> ThreadPool::worker_cpus() {
     std::lock_guard<std::mutex> lock(running_);  // not while a job re-pins them
