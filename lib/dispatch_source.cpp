@@ -59,11 +59,17 @@ static int lt_overlap(const float *a, int64_t na, const float *c, int64_t nc) {
     return a0 < c0 + (uintptr_t)nc * 4u && c0 < a0 + (uintptr_t)na * 4u;
 }
 
-/* A kernel of exactly these sizes; a pointer not LT_ALIGN-byte aligned goes through a copy. */
-static int lt_call(lt_fn fn, const float *a, int64_t na, const float *b, int64_t nb, float *c,
-                   int64_t nc) {
+/* A kernel of exactly these sizes: its variant for 64-byte aligned pointers when it has one and
+   every pointer is; else a pointer not LT_ALIGN-byte aligned goes through a copy. */
+static int lt_call(lt_fn fn, lt_fn fn64, const float *a, int64_t na, const float *b, int64_t nb,
+                   float *c, int64_t nc) {
     float *ta = NULL, *tb = NULL, *tc = NULL;
     int rc = LT_OK;
+    if (fn64 && ((uintptr_t)a & 63u) == 0 && ((uintptr_t)b & 63u) == 0 &&
+        ((uintptr_t)c & 63u) == 0) {
+        fn64(a, b, c);
+        return LT_OK;
+    }
     if (!lt_aligned(a)) {
         if (!(ta = lt_alloc(na))) { rc = LT_ENOMEM; goto done; }
         memcpy(ta, a, (size_t)na * 4u);
@@ -160,7 +166,7 @@ int lt_sgemm(int64_t M, int64_t N, int64_t K, const float *A, const float *B, fl
     const int64_t key[3] = {M, N, K};
     const struct lt_mm *e = lt_mm_table + lt_lower_bound(lt_mm_table, LT_MM_COUNT,
                                                          sizeof *lt_mm_table, key, 3);
-    if (e->fn && lt_cmp(e->key, key, 3) == 0) return lt_call(e->fn, A, na, B, nb, C, nc);
+    if (e->fn && lt_cmp(e->key, key, 3) == 0) return lt_call(e->fn, e->fn64, A, na, B, nb, C, nc);
     const double padded = (double)lt_round_up(M, LT_BM) * (double)lt_round_up(N, LT_BN) *
                           (double)lt_round_up(K, LT_BK);
     if (padded <= LT_MAX_WASTE * (double)M * (double)N * (double)K)
@@ -233,7 +239,7 @@ int lt_sconv2d_ex(int64_t N, int64_t CI, int64_t H, int64_t W, int64_t CO, int64
     const int64_t key[9] = {N, CI, H, W, CO, KH, KW, S, P};
     const struct lt_conv *e = lt_conv_table + lt_lower_bound(lt_conv_table, LT_CONV_COUNT,
                                                              sizeof *lt_conv_table, key, 9);
-    if (e->fn && lt_cmp(e->key, key, 9) == 0) return lt_call(e->fn, X, nx, Wt, nw, Y, ny);
+    if (e->fn && lt_cmp(e->key, key, 9) == 0) return lt_call(e->fn, e->fn64, X, nx, Wt, nw, Y, ny);
     return lt_sconv2d_im2col(N, CI, H, W, CO, KH, KW, S, P, HO, WO, X, Wt, Y);
 }
 
@@ -269,8 +275,12 @@ std::string library_header(const std::vector<DispatchKernel> &kernels, const std
                            const std::string &cpu, const std::string &triple,
                            const std::array<int64_t, 3> &block, int align) {
     std::string decls;
-    for (const DispatchKernel &k : kernels)
+    for (const DispatchKernel &k : kernels) {
         decls += fmt::format("/* {} */\nvoid {}({});\n", k.comment, k.function, k.params);
+        if (!k.aligned_function.empty())
+            decls += fmt::format("void {}({}); /* the same, 64-byte aligned pointers */\n",
+                                 k.aligned_function, k.params);
+    }
     return fmt::format(
         R"(/* looptune_kernels.h: kernels tuned by looptune (`looptool lib build`).
    Machine {machine}; compiled for {triple}, CPU {cpu}. Link liblooptune_kernels.so or
@@ -287,7 +297,8 @@ std::string library_header(const std::vector<DispatchKernel> &kernels, const std
    with P >= 0 zeros on each side; Y[N][CO][(H+2P-KH)/S+1][(W+2P-KW)/S+1]. The tuned kernel of
    that shape, stride and padding, else im2col and lt_sgemm.
    Pointers: any alignment; a tuned kernel takes every {align}-byte aligned pointer as it is
-   (float arrays are), any other is copied into an aligned buffer first. NULL only with no
+   (float arrays are), any other is copied into an aligned buffer first; when every pointer is
+   64-byte aligned, its variant lowered for that (_a64) is called. NULL only with no
    elements; the output must not overlap an input.
    Return: LT_OK, or LT_EINVAL (negative or overflowing sizes, a NULL pointer with elements,
    overlap, KH or KW < 1 or larger than the (padded) image, S < 1, P < 0), or LT_ENOMEM.
@@ -334,19 +345,21 @@ std::string dispatch_source(const std::vector<DispatchKernel> &kernels,
     // one shape the first listed is called.
     std::vector<std::pair<std::vector<int64_t>, std::string>> mms, convs;
     for (const DispatchKernel &k : kernels) {
-        if (k.kind == "matmul" && k.shape.size() == 3) mms.push_back({k.shape, k.function});
+        const std::string fns = fmt::format(
+            "{}, {}", k.function, k.aligned_function.empty() ? "NULL" : k.aligned_function);
+        if (k.kind == "matmul" && k.shape.size() == 3) mms.push_back({k.shape, fns});
         if (k.kind == "conv2d" && (k.shape.size() == 7 || k.shape.size() == 9)) {
             std::vector<int64_t> key = k.shape;
             if (key.size() == 7) key.insert(key.end(), {1, 0});  // stride 1, no padding
-            convs.push_back({key, k.function});
+            convs.push_back({key, fns});
         }
     }
     auto rows = [](auto &entries) {
         std::stable_sort(entries.begin(), entries.end(),
                          [](const auto &a, const auto &b) { return a.first < b.first; });
         std::string text;
-        for (const auto &[key, function] : entries)
-            text += fmt::format("    {{{{{}}}, {}}},\n", join_shape(key, ", "), function);
+        for (const auto &[key, fns] : entries)
+            text += fmt::format("    {{{{{}}}, {}}},\n", join_shape(key, ", "), fns);
         return text;
     };
     const std::string mm = rows(mms), conv = rows(convs);
@@ -362,18 +375,18 @@ std::string dispatch_source(const std::vector<DispatchKernel> &kernels,
 typedef void (*lt_fn)(const float *, const float *, float *);
 struct lt_mm {{
     int64_t key[3]; /* M, N, K */
-    lt_fn fn;
+    lt_fn fn, fn64; /* fn64: for 64-byte aligned pointers, or NULL */
 }};
 struct lt_conv {{
     int64_t key[9]; /* N, CI, H, W, CO, KH, KW, stride, pad */
-    lt_fn fn;
+    lt_fn fn, fn64;
 }};
 /* Sorted by their sizes; each ends with a marker (fn NULL) that is not counted. */
 static const struct lt_mm lt_mm_table[] = {{
-{mm}    {{{{0}}, NULL}}}};
+{mm}    {{{{0}}, NULL, NULL}}}};
 #define LT_MM_COUNT (sizeof lt_mm_table / sizeof *lt_mm_table - 1)
 static const struct lt_conv lt_conv_table[] = {{
-{conv}    {{{{0}}, NULL}}}};
+{conv}    {{{{0}}, NULL, NULL}}}};
 #define LT_CONV_COUNT (sizeof lt_conv_table / sizeof *lt_conv_table - 1)
 
 #define LT_BM ((int64_t){bm})

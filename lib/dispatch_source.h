@@ -16,7 +16,13 @@ struct DispatchKernel {
     std::vector<int64_t> shape;
     std::string params;   ///< the C parameter list, e.g. "const float *A, ..."
     std::string comment;  ///< one line for the header
+    /// The same kernel lowered for 64-byte aligned pointers, called when every pointer is;
+    /// empty: none (the kernel's own alignment is all there is).
+    std::string aligned_function = {};
 };
+
+/// The name of `function`'s variant for 64-byte aligned pointers: `function` + "_a64".
+inline std::string aligned_function_name(const std::string &function) { return function + "_a64"; }
 
 /// looptune_kernels.h: the contract, lt_sgemm, lt_sconv2d(_ex), lt_library_info and every kernel
 /// under its own name. `align`: the bytes the kernels' pointers must be aligned to.

@@ -24,6 +24,15 @@ DispatchKernel kernel(int i, const std::string &kind, std::vector<int64_t> shape
     return {fmt::format("lt_k{}", i), kind, std::move(shape), kParams, "a stand-in"};
 }
 
+/// What dir's dispatch.c, kernels.c and main.c print, compiled by the system's C compiler.
+std::string run(const TempDir &dir) {
+    const std::string cmd = fmt::format(
+        "cd '{}' && cc -std=c11 -O1 dispatch.c kernels.c main.c -lm -o prog && ./prog > out.txt",
+        dir.path.string());
+    if (std::system(cmd.c_str()) != 0) return "failed: " + cmd;
+    return tests::slurp(dir.path / "out.txt");
+}
+
 TEST(DispatchSource, FindsEveryKernelByItsSizesInAnyOrder) {
     // Unsorted, with neighbours that differ in one size only; a conv of 7 sizes (stride 1, no
     // padding) beside ones with a stride and padding.
@@ -71,12 +80,49 @@ int main(void) {
     return 0;
 }
 )");
-    const std::string cmd = fmt::format(
-        "cd '{}' && cc -std=c11 -O1 dispatch.c kernels.c main.c -lm -o prog && ./prog > out.txt",
-        dir.path.string());
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     // Each kernel by its sizes; shapes in none of the tables: the fallbacks (zeros in, zeros out).
-    EXPECT_EQ(tests::slurp(dir.path / "out.txt"), "1 2 3 4 5 6 7 8 9 0 0 0 0\n");
+    EXPECT_EQ(run(dir), "1 2 3 4 5 6 7 8 9 0 0 0 0\n");
+}
+
+// A kernel with a variant for 64-byte aligned pointers: the variant when every pointer is 64-byte
+// aligned, the kernel itself (no copy: the library's alignment is 4) when one is not.
+TEST(DispatchSource, CallsTheAlignedVariantOnlyWhenEveryPointerIs64ByteAligned) {
+    std::vector<DispatchKernel> kernels = {kernel(1, "matmul", {8, 8, 8}),
+                                           kernel(2, "conv2d", {1, 2, 5, 5, 2, 3, 3}),
+                                           kernel(3, "", {})};
+    kernels[0].aligned_function = aligned_function_name("lt_k1");
+    kernels[1].aligned_function = aligned_function_name("lt_k2");
+    TempDir dir("dispatch_aligned");
+    const std::string header = library_header(kernels, "m", "cpu", "triple", {4, 4, 4}, 4);
+    EXPECT_NE(header.find("void lt_k1_a64(" + std::string(kParams) + ");"), std::string::npos);
+    tests::write(dir, "looptune_kernels.h", header);
+    tests::write(dir, "dispatch.c", dispatch_source(kernels, "lt_k3", {4, 4, 4}, "{}", 4));
+    tests::write(dir, "kernels.c", R"(#include "looptune_kernels.h"
+void lt_k1(const float *a, const float *b, float *c) { (void)a; (void)b; c[0] = 1; }
+void lt_k1_a64(const float *a, const float *b, float *c) { (void)a; (void)b; c[0] = 101; }
+void lt_k2(const float *a, const float *b, float *c) { (void)a; (void)b; c[0] = 2; }
+void lt_k2_a64(const float *a, const float *b, float *c) { (void)a; (void)b; c[0] = 102; }
+void lt_k3(const float *a, const float *b, float *c) { (void)a; (void)b; (void)c; }
+)");
+    tests::write(dir, "main.c", R"(#include <stdio.h>
+#include <stdlib.h>
+#include "looptune_kernels.h"
+int main(void) {
+    float *a = aligned_alloc(64, 1024), *b = aligned_alloc(64, 1024), *c = aligned_alloc(64, 1024);
+    for (int i = 0; i < 256; ++i) a[i] = b[i] = c[i] = 0;
+    /* offsets in floats of A, B and C past their 64-byte boundaries */
+    static const int off[4][3] = {{0, 0, 0}, {1, 0, 0}, {0, 4, 0}, {0, 0, 8}};
+    for (int i = 0; i < 4; ++i) {
+        lt_sgemm(8, 8, 8, a + off[i][0], b + off[i][1], c + off[i][2]);
+        printf("%d ", (int)c[off[i][2]]);
+        lt_sconv2d(1, 2, 5, 5, 2, 3, 3, a + off[i][0], b + off[i][1], c + off[i][2]);
+        printf("%d ", (int)c[off[i][2]]);
+    }
+    printf("\n");
+    return 0;
+}
+)");
+    EXPECT_EQ(run(dir), "101 102 1 2 1 2 1 2 \n");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // sizes, primes, larger than any tuned one), misaligned pointers and bad arguments, checked
 // against the reference interpreter; errors leave no file behind.
 #include "lib/kernel_library.h"
+#include "lib/dispatch_source.h"
 
 #include <gtest/gtest.h>
 
@@ -242,7 +243,8 @@ TEST_F(KernelLibraryTest, StridedAndPaddedConvs) {
 }
 
 // Each kernel called directly (no dispatch, so no copy) on pointers 4, 8, 12 and 16 bytes past
-// a 64-byte boundary: the library lowers for any 4-byte aligned pointer.
+// a 64-byte boundary: the library lowers for any 4-byte aligned pointer; its _a64 variant on
+// 64-byte aligned ones.
 TEST_F(KernelLibraryTest, EachKernelUnderItsOwnNameAndTheManifest) {
     ASSERT_EQ(lib_->kernels.size(), 5u);
     for (const LibraryKernel &k : lib_->kernels) {
@@ -257,6 +259,16 @@ TEST_F(KernelLibraryTest, EachKernelUnderItsOwnNameAndTheManifest) {
                 });
             EXPECT_TRUE(r.ok) << k.function << " +" << offset << ": " << r.first_mismatch;
         }
+        // Its variant for 64-byte aligned pointers, which the dispatch calls on such pointers.
+        const std::string a64 = aligned_function_name(k.function);
+        auto fn64 = reinterpret_cast<KernelFn3>(dlsym(handle_, a64.c_str()));
+        ASSERT_TRUE(fn64) << a64;
+        const auto r =
+            run_checked(p.computation(), 0, [&](const float *a, const float *b, float *c) {
+                fn64(a, b, c);
+                return 0;
+            });
+        EXPECT_TRUE(r.ok) << a64 << ": " << r.first_mismatch;
     }
     auto info = reinterpret_cast<const char *(*)()>(dlsym(handle_, "lt_library_info"));
     ASSERT_TRUE(info);
@@ -317,8 +329,9 @@ TEST_F(KernelLibraryTest, TheSharedLibraryDefinesOnlyLtFunctions) {
         EXPECT_EQ(name.rfind("lt_", 0), 0u) << name;
         lt += name.rfind("lt_", 0) == 0;
     }
-    // the kernels, the block kernel, lt_sgemm, lt_sconv2d(_ex), lt_library_info
-    EXPECT_EQ(lt, 5 + 1 + 4);
+    // the kernels and their _a64 variants, the block kernel, lt_sgemm, lt_sconv2d(_ex),
+    // lt_library_info
+    EXPECT_EQ(lt, 2 * 5 + 1 + 4);
 }
 
 // With threads, a parallel kernel runs on the library's own pool (looptool_threads.c compiled
