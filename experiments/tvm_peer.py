@@ -56,6 +56,9 @@ def import_tvm(a):
     # this: scripts/setup.sh's venv-tvm has no torch).
     sys.modules["torch"] = None
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")
+    # One thread, as ours: TVM's runtime otherwise sizes its pool to the machine's cores, and
+    # on the one core everything is pinned to its threads would take turns.
+    os.environ.setdefault("TVM_NUM_THREADS", "1")
     try:
         import tvm
         from tvm import te
