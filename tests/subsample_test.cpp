@@ -162,8 +162,8 @@ TEST(Subsample, RandomActionSequencesOverStridedConvsVerify) {
     for (int i = 0; i < 80; ++i) {
         const int64_t k = i % 3 == 0 ? 3 : 1, stride = 2 + (i % 5 == 0);
         const int64_t h = k + 2 * (1 + int64_t(i % 4)), w = k + ext[size_t(i) % 8] + 1;
-        const Computation c = make_strided_conv2d(1 + i % 2, 1 + i % 5, h, w, ext[size_t(i) % 9],
-                                                  k, k, stride);
+        const Computation c =
+            make_strided_conv2d(1 + i % 2, 1 + i % 5, h, w, ext[size_t(i) % 9], k, k, stride);
         Program p = naive(c);
         if (i % 2 == 0 && k == 1) {
             p = at_loop(p, 0, "m");

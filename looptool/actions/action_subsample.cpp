@@ -106,7 +106,8 @@ Program apply_subsample(const Program &p, const PackPlan &plan) {
     Program r;
     r.comp = std::make_shared<const Computation>(std::move(q));
     Nest copy{{}, {0}};
-    for (int u : copy_var) copy.loops.push_back({u, r.comp->vars[size_t(u)].extent, 0, false, false});
+    for (int u : copy_var)
+        copy.loops.push_back({u, r.comp->vars[size_t(u)].extent, 0, false, false});
     r.tree = p.tree;
     for (Nest &n : r.tree.nests)
         for (int &s : n.stmts) ++s;
