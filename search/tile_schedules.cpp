@@ -11,6 +11,7 @@
 #include "looptool/gen/canonical_form.h"
 #include "looptool/ir/error.h"
 #include "search/search.h"
+#include "search/seeds.h"
 
 namespace looptune {
 
@@ -58,6 +59,9 @@ public:
         go(flat(nest, depth_of(nest, var, level)));
         act(split_action(factor));
         return true;
+    }
+    int depth_innermost(int nest) const {
+        return int(p_.tree.nests[size_t(nest)].loops.size()) - 1;
     }
     int cursor() const { return p_.cursor; }
     const looptool::Computation &comp() const { return *p_.comp; }
@@ -291,6 +295,22 @@ void vectorize_padding(Builder &b, const ConvVars &v) {
     b.act(Action::Vectorize);
 }
 
+// Whether the conv reads X with a stride.
+bool strided(const looptool::Computation &c) {
+    const auto r = looptool::conv_roles(c);
+    return r && (r->stride_h > 1 || r->stride_w > 1);
+}
+
+// A subsample's copy nest (its innermost loop over X's columns, P contiguous along it): the
+// columns a vector at a time, split by the widest vector where longer.
+void vectorize_subsample(Builder &b, int nest) {
+    const int var = b.loop(nest, b.depth_innermost(nest)).var;
+    const int64_t w = simd_floats(), extent = b.comp().vars[size_t(var)].extent;
+    const bool split = b.split(nest, var, w, extent);
+    b.go(b.flat(nest, b.depth_of(nest, var, split ? 1 : 0)));
+    if (b.loop(nest, b.depth_of(nest, var, split ? 1 : 0)).size > 1) b.act(Action::Vectorize);
+}
+
 }  // namespace
 
 std::optional<looptool::Computation> conv_batch_slice(const looptool::Computation &c,
@@ -326,6 +346,13 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
     Builder b(c);
     if (v->nest > 0) vectorize_padding(b, *v);
+    if (s.flat && strided(c)) {
+        // X read with a stride (a 1x1 stride-2 conv): its subsample packed first, a copy nest
+        // before the compute nest, which then reads dense rows that flatten.
+        b.go(b.flat(v->nest, b.depth_of(v->nest, v->m, 0)));
+        b.act(Action::Pack);
+        vectorize_subsample(b, v->nest++);
+    }
     const int cn = v->nest;  // the compute nest
     if (s.flat) {
         // ho and wo become one var (wo's role from now on; flatten keeps ho's id and drops
@@ -367,38 +394,6 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
         b.act(Action::Pack);
     }
     return b.take();
-}
-
-std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw,
-                                                   bool layout) {
-    std::vector<ConvTileSchedule> f;
-    const std::pair<int, int> tiles[] = {{8, 32}, {4, 64}, {8, 16}, {16, 16}, {4, 32}};
-    for (bool pack : {false, true}) {
-        if (pack && !layout) break;
-        for (auto [tm, tw] : tiles) {
-            // A tile wider than the image repeats a narrower one (the whole row is the tile).
-            if (tm > 8 && tm / 2 >= co) continue;
-            if (!(tw > 16 && tw / 2 >= wo))
-                for (const char *outer : {"mh", "hm"}) f.push_back({tm, tw, outer, false, pack});
-            if (hw > 0 && !(tw > 16 && tw / 2 >= hw)) f.push_back({tm, tw, "mh", true, pack});
-        }
-    }
-    // Channel-vectorized tiles: 64 x 4 and 32 x 8 columns, or a whole narrow row (up to 28
-    // accumulators of the 32 vector registers).
-    if (layout) {
-        std::vector<std::pair<int, int>> vm = {{64, 4}, {32, 8}};
-        if (wo <= 14 && wo != 8) vm.push_back({32, int(wo)});
-        if (wo <= 28) vm.push_back({16, int(wo)});
-        for (auto [tm, tw] : vm)
-            if (tm / 2 < co && tw / 2 < wo) f.push_back({tm, tw, "mh", false, true, true});
-        for (auto [tm, tw] : {std::pair{64, 4}, std::pair{32, 8}})
-            if (tm / 2 < co && tw / 2 < wo)
-                for (int cb : {8, 16}) f.push_back({tm, tw, "mh", false, true, true, 1, cb});
-        // Rows of up to 7 columns: 2 rows x the row x 16 channels (14 accumulators), so a
-        // weight vector loaded from L2 feeds 14 FMAs instead of 7.
-        if (wo <= 7) f.push_back({16, int(wo), "mh", false, true, true, 2});
-    }
-    return f;
 }
 
 std::string format_actions(const std::vector<Action> &actions) {

@@ -69,7 +69,9 @@ struct ConvTileSchedule {
     int tw = 32;  ///< output columns of the register tile (wo_i, vectorized)
     std::string outer = "mh";
     /// 1x1 convs: `flatten` ho and wo first (layout action, docs/actions.md), so the tile's
-    /// columns run over ho * wo, contiguous in X and Y; `outer` is then n, m_o, hw_o.
+    /// columns run over ho * wo, contiguous in X and Y; `outer` is then n, m_o, hw_o. With a
+    /// stride, X's subsample is packed first (`pack` under m: a dense copy, vectorized along
+    /// its rows), so that it is contiguous too.
     bool flat = false;
     /// Last, `pack` W under the output-row loop (layout action): each block of tm output
     /// channels' weights becomes contiguous, [m_o][c][kh][kw][m_i]. Needs tm | co.

@@ -176,13 +176,14 @@ const char *pack_plan(const Program &p, int ni, int depth, PackPlan &plan) {
     if (const char *why = find_invariant_read(c, nest, v, tensor, read)) return why;
     // T[i, j, ...], or a dimension in pieces an earlier `pack` cut (A[m, 256*k_o + k_i] once A
     // is packed in k blocks): P's elements are named by variables alone.
-    if (!is_exact_cover(c, *read))
-        return "the invariant input is not indexed by variables in mixed radix, one set per "
-               "dimension";
     const Tensor &t = c.tensors[size_t(tensor)];
     if (t.num_elements() > kMaxScratchElements)
         return "the packed copy would exceed the scratch limit (64 MB)";
     if (c.tensor_index(t.name + "_packed") >= 0) return "the input is packed already";
+    if (!is_exact_cover(c, *read)) {  // a strided read: its subsample, or nothing
+        plan = PackPlan{ni, depth, tensor, *read, {}, std::vector<int64_t>(c.vars.size(), 0)};
+        return subsample_plan(c, *read, plan);
+    }
 
     std::vector<bool> of_t(c.vars.size(), false);
     const std::vector<int> layout = layout_vars(*read);
@@ -380,6 +381,7 @@ Nest copy_nest(const Program &r, const PackPlan &plan, const CutVars &cv, const 
 }  // namespace
 
 Program apply_pack(const Program &p, const PackPlan &plan) {
+    if (plan.subsample) return apply_subsample(p, plan);
     const Computation &c = *p.comp;
     Computation q;
     q.name = c.name;

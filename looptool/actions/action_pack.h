@@ -50,6 +50,13 @@ struct PackPlan {
     /// are not 64-byte aligned, or P is reordered and its last dimension is a whole variable
     /// (a tail kept whole) that does not fill its last line; two lines long at least.
     bool pad = false;
+    /// T is read with a stride (a 1x1 stride-2 conv's X[n, c, 2*ho + kh, 2*wo + kw], kh and kw
+    /// of extent 1): P is the subsample the nest reads, one variable per dimension (`dims`, in
+    /// T's order: P[n, c, ho, wo] = X[n, c, 2*ho, 2*wo]), copied whole before the nest, which
+    /// then reads P[n, c, ho + kh, wo + kw]: a unit-stride conv whose rows are contiguous, so
+    /// `flatten` and the tiles of a 1x1 conv apply (oneDNN's 1x1 kernels copy strided inputs
+    /// the same way). Never larger than T.
+    bool subsample = false;
 };
 
 /// Elements a padded P's rows are rounded up to (PackPlan::pad): 64 bytes, one line, so that
@@ -64,5 +71,13 @@ inline int64_t padded_row(int64_t row) {
 const char *pack_plan(const Program &p, int nest, int depth, PackPlan &plan);
 /// The packed program; the cursor stays on the same loop.
 Program apply_pack(const Program &p, const PackPlan &plan);
+
+/// pack_plan()'s answer for a read that is not an exact cover: nullptr when T's access indexes
+/// each dimension by one variable of extent > 1 (plus variables of extent 1, which add nothing)
+/// with a coefficient of 1 or more and an offset, each its own variable, and some coefficient
+/// is above 1 (a strided read; PackPlan::subsample, `plan` filled); else why not.
+const char *subsample_plan(const Computation &c, const Access &read, PackPlan &plan);
+/// apply_pack() for a subsample plan.
+Program apply_subsample(const Program &p, const PackPlan &plan);
 
 }  // namespace looptool::detail

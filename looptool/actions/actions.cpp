@@ -94,8 +94,15 @@ const char *flatten_plan(const Program &p, const Nest &nest, int depth, FlattenP
             if (c.tensors[size_t(acc.tensor)].shape[size_t(d) + 1] != eb)
                 return "the second variable does not span its tensor dimension";
         }
+        // An access that uses neither variable (a subsample's copy over its own variables,
+        // action_pack.h) has the two dimensions merged all the same: A_d * Eb + A_{d+1} is
+        // affine and reaches the element it did, as A_{d+1} < Eb.
         int &have = plan.dim[size_t(acc.tensor)];
-        if (have != -2 && have != d) return "a tensor is accessed two ways";
+        if (d < 0) {
+            if (have == -2) have = -1;
+            return nullptr;
+        }
+        if (have >= 0 && have != d) return "a tensor is accessed two ways";
         have = d;
         return nullptr;
     };
@@ -132,9 +139,11 @@ Program apply_flatten(const Program &p, const FlattenPlan &plan, LoopTree::Pos p
             const int64_t scale = int(i) == d ? eb : 1;
             Affine g{{}, f.offset * scale};
             for (const auto &t : f.terms) add_term(g, var(t.var), t.var == a ? 1 : t.coef * scale);
-            if (int(i) == d)  // A_{d+1}: b (now inside p) and vars of extent 1
+            if (int(i) == d) {  // A_{d+1}: b (now inside p) and vars of extent 1, or any
                 for (const auto &t : acc.index[i + 1].terms)
                     if (t.var != b) add_term(g, var(t.var), t.coef);
+                g.offset += acc.index[i + 1].offset;
+            }
             out.index.push_back(std::move(g));
         }
         return out;

@@ -39,6 +39,21 @@ Value *NestEmitter::load_lanes(int slot, State &st, int64_t off, int64_t w, int6
     }
     if (stride == 1) return load_at(vec_type(w), slot, st, off);
     if (stride == 0) return b_.CreateVectorSplat(unsigned(w), load_at(f32_, slot, st, off));
+    if (stride > 1 && stride <= 4 && w * stride <= 64) {
+        // A small stride (a stride-2 conv's X[2 wo + kw] along wo, a subsample's copy): one
+        // masked load of the floats the lanes span, only the lanes' own enabled (the others are
+        // never touched), then a shuffle; two loads and a permute where a gather of 16 lanes
+        // costs several times that.
+        std::vector<llvm::Constant *> bits;
+        std::vector<int> pick;
+        for (int64_t e = 0; e < w * stride; ++e)
+            bits.push_back(b_.getInt1(e % stride == 0 && e / stride < lanes));
+        for (int64_t l = 0; l < w; ++l) pick.push_back(int(l * stride));
+        Value *span = b_.CreateMaskedLoad(vec_type(w * stride), addr(slot, st, off),
+                                          align_at(slot, st, off), llvm::ConstantVector::get(bits),
+                                          llvm::PoisonValue::get(vec_type(w * stride)));
+        return b_.CreateShuffleVector(span, pick);
+    }
     return b_.CreateMaskedGather(vec_type(w), lane_pointers(slot, st, off, w, stride),
                                  llvm::Align(4), lane_mask(w, lanes),
                                  llvm::PoisonValue::get(vec_type(w)));
