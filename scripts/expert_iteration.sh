@@ -130,7 +130,8 @@ with open(f"{out}/traces.csv", "w", newline="") as f:
 PY
 
 # 3. The policy fine-tuned on them for 10 minutes (docs/training.md, "Adapting"): demonstrations
-#    longer than an episode are taught as chained episodes; a third of the episodes start at a
+#    longer than an episode are taught as chained episodes (the warm start, measured, counts in
+#    the 600 s: on 2 loaded cores it took all of it); a third of the episodes start at a
 #    seed's state, the rest at the naive nest (where `policy-noseeds` starts).
 "$LOOPTOOL" train --adapt --init-policy "$INIT" --dataset "$OUT/mix" --out "$OUT/run" \
   --warmstart "$OUT/traces.csv" --warmstart-updates 5000 --lr 1e-4 --seed-starts 0.3 \
