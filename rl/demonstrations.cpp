@@ -11,6 +11,43 @@
 
 namespace looptune {
 
+namespace {
+
+/// Replays one trace into `replay` and `demos` as episodes of the environment's length. A trace
+/// longer than an episode goes on in a fresh episode from the state where the last one ended,
+/// as the guided search chains rollouts from measured states: cache blocks and conv tiles take
+/// 20-50 actions, and cutting them at one episode taught only their first steps.
+void replay_trace(const TrainConfig &config, Environment &env, const Trace &t,
+                  PrioritizedReplay &replay, std::vector<Demo> &demos, bool with_graph) {
+    NStepBuilder nstep(config.n_step, config.gamma);
+    for (size_t i = 0; i < t.actions.size(); ++i) {
+        if (env.steps_taken() >= env.config().max_steps) {
+            const looptool::Program here = env.program();
+            env.reset(here);
+            nstep = NStepBuilder(config.n_step, config.gamma);
+        }
+        const int a = env.action_space().index_of(t.actions[i]);
+        if (a < 0 || !env.action_mask()[a]) {
+            looptool::warn(fmt::format(
+                "{}: action {} ({}) is not legal in space {}; trace cut there", t.benchmark, i,
+                looptool::action_name(t.actions[i]), env.action_space().name));
+            // The steps before the cut still teach: they bootstrap from where it stopped.
+            for (Transition &tr : nstep.cut(encode_state(env, with_graph)))
+                replay.add(std::move(tr));
+            return;
+        }
+        RlState s = encode_state(env, with_graph);
+        StepResult r = env.step_index(a);
+        RlState next = encode_state(env, with_graph);
+        demos.push_back({s, a});
+        for (Transition &tr : nstep.push(s, a, static_cast<float>(r.reward), next,
+                                         i + 1 == t.actions.size() || r.done))
+            replay.add(std::move(tr));
+    }
+}
+
+}  // namespace
+
 std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env,
                                       PrioritizedReplay &replay, bool with_graph) {
     std::vector<Demo> demos;
@@ -31,30 +68,7 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
     for (auto &[name, t] : best) {
         env.reset(t.benchmark);
         t.actions = drop_cancelling_moves(env.program(), t.actions);
-        NStepBuilder nstep(config.n_step, config.gamma);
-        for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps;
-             ++i) {
-            const int a = env.action_space().index_of(t.actions[i]);
-            if (a < 0 || !env.action_mask()[a]) {
-                looptool::warn(fmt::format(
-                    "{}: action {} ({}) is not legal in space {}; trace cut there", t.benchmark, i,
-                    looptool::action_name(t.actions[i]), env.action_space().name));
-                // The steps before the cut still teach: they bootstrap from where it stopped.
-                for (Transition &tr : nstep.cut(encode_state(env, with_graph)))
-                    replay.add(std::move(tr));
-                break;
-            }
-            RlState s = encode_state(env, with_graph);
-            StepResult r = env.step_index(a);
-            RlState next = encode_state(env, with_graph);
-            const bool last =
-                i + 1 == t.actions.size() || env.steps_taken() >= env.config().max_steps;
-            demos.push_back({s, a});
-            for (Transition &tr :
-                 nstep.push(s, a, static_cast<float>(r.reward), next, last || r.done))
-                replay.add(std::move(tr));
-            if (r.done) break;
-        }
+        replay_trace(config, env, t, replay, demos, with_graph);
     }
     return demos;
 }

@@ -13,6 +13,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "rl/demonstrations.h"
 #include "rl/episode_starts.h"
 #include "rl/metrics.h"
 #include "rl/replay.h"
@@ -160,6 +161,39 @@ TEST(Train, AWarmStartTraceCutByAnIllegalActionStillPretrains) {
     c.warmstart_min_speedup = 1;
     EXPECT_EQ(train(c).env_steps, 20);
     EXPECT_TRUE(std::filesystem::exists(dir / "run/trained.policy"));
+}
+
+// A trace longer than an episode goes on in fresh episodes from where each one ended (as the
+// guided search chains rollouts): every step is a demonstration, and the step after an episode's
+// end is seen with a whole episode left and no previous actions.
+TEST(Train, AWarmStartTraceLongerThanAnEpisodeGoesOnInFreshEpisodes) {
+    TempDir dir("warm_long");
+    const std::string data = tiny_dataset(dir);
+    const std::string bench = data + "/mm16_16_16";
+    const std::vector<Action> actions = {Action::Down,  Action::Split2, Action::Down,
+                                         Action::Down,  Action::Split2, Action::SwapUp,
+                                         Action::Unroll};
+    append_traces(dir / "traces.csv", {{bench, "tile", 2, 1, actions}});
+    TrainConfig c = tiny_training(data, dir / "run");
+    c.warmstart = dir / "traces.csv";
+    c.warmstart_min_speedup = 1;
+    c.n_step = 3;
+    EnvConfig e = fast_env({});
+    e.action_space = "full";
+    e.max_steps = 3;
+    Environment env(e);
+    PrioritizedReplay replay(100, 0.6, 1);
+    const std::vector<Demo> demos = load_demonstrations(c, env, replay, false);
+    ASSERT_EQ(demos.size(), actions.size());
+    // Three episodes of 3, 3 and 1 steps, each ending its n-step windows.
+    EXPECT_EQ(replay.size(), int64_t(actions.size()));
+    for (size_t i = 0; i < demos.size(); ++i) {
+        EXPECT_EQ(env.action_space().actions[size_t(demos[i].action)], actions[i]) << i;
+        EXPECT_FLOAT_EQ(demos[i].state.flat.back(), float(3 - i % 3) / 3) << i;
+    }
+    Program p = Program::naive(load_program_file(bench).comp);
+    for (Action a : actions) p = looptool::apply(p, a);
+    EXPECT_EQ(schedule_key(env.program()), schedule_key(p));
 }
 
 // A NaN GFLOPS compared as a trace worth imitating, a base of 0 made any trace infinitely so.
