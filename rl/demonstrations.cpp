@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 
+#include "env/store/measurement_store.h"
 #include "looptool/ir/error.h"
 #include "search/trace.h"
 
@@ -28,8 +30,16 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
     if (config.progress)
         config.progress(fmt::format("warm start: {} benchmarks with a trace at >= {}x", best.size(),
                                     config.warmstart_min_speedup));
+    // Another machine's episodes only look its rows up: a schedule it has no row for ends the
+    // trace (or skips the benchmark) there.
+    const bool foreign = !env.config().machine.empty();
     for (auto &[name, t] : best) {
-        env.reset(t.benchmark);
+        try {
+            env.reset(t.benchmark);
+        } catch (const looptool::Error &) {
+            if (foreign) continue;
+            throw;
+        }
         t.actions = drop_cancelling_moves(env.program(), t.actions);
         NStepBuilder nstep(config.n_step, config.gamma);
         for (size_t i = 0; i < t.actions.size() && env.steps_taken() < env.config().max_steps;
@@ -45,7 +55,14 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
                 break;
             }
             RlState s = encode_state(env, with_graph);
-            StepResult r = env.step_index(a);
+            StepResult r;
+            try {
+                r = env.step_index(a);
+            } catch (const looptool::Error &) {
+                if (!foreign) throw;
+                for (Transition &tr : nstep.cut(s)) replay.add(std::move(tr));
+                break;
+            }
             RlState next = encode_state(env, with_graph);
             const bool last =
                 i + 1 == t.actions.size() || env.steps_taken() >= env.config().max_steps;
@@ -73,11 +90,44 @@ void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
     }
 }
 
+std::vector<Demo> load_other_machines_demonstrations(const TrainConfig &config, Environment &env,
+                                                     PrioritizedReplay &replay) {
+    std::vector<Demo> demos;
+    const EnvConfig &here = env.config();
+    if (here.store_path.empty()) return demos;
+    std::vector<std::string> machines;
+    for (const auto &m : MeasurementStore::open_read_only(here.store_path)->stats().per_machine)
+        if (m.machine != env.machine() && fingerprint_threads(m.machine) == here.threads)
+            machines.push_back(m.machine);
+    for (const std::string &machine : machines) {
+        EnvConfig c = here;
+        c.machine = machine;
+        std::unique_ptr<Environment> other;
+        try {
+            other = std::make_unique<Environment>(c);
+        } catch (const looptool::Error &e) {  // no figures of it: its vector is not known
+            looptool::warn(fmt::format("warm start: machine '{}' left out: {}", machine, e.what()));
+            continue;
+        }
+        const size_t before = demos.size();
+        std::vector<Demo> more = load_demonstrations(config, *other, replay, config.graph());
+        demos.insert(demos.end(), more.begin(), more.end());
+        if (config.progress)
+            config.progress(fmt::format("warm start: {} demonstrated steps as machine '{}'",
+                                        demos.size() - before, machine));
+    }
+    return demos;
+}
+
 std::vector<Demo> warm_start(const TrainConfig &config, Environment &env, Learner &learner,
                              PrioritizedReplay &replay, bool resumed) {
     std::vector<Demo> demos;
     if (config.warmstart.empty()) return demos;
     demos = load_demonstrations(config, env, replay, config.graph());
+    if (config.warmstart_machines) {
+        std::vector<Demo> more = load_other_machines_demonstrations(config, env, replay);
+        demos.insert(demos.end(), more.begin(), more.end());
+    }
     if (!resumed) pretrain_on_demonstrations(config, learner, replay, demos);
     return demos;
 }
