@@ -167,7 +167,7 @@ TEST(MachineVector, IsInEveryObservationOnRandomWalks) {
         const std::vector<float> want = machine_vector(looptool::this_machine(), threads);
         EXPECT_EQ(env.machine_vector(), want);
         const std::vector<float> high = machine_tensor_high();
-        std::mt19937_64 rng(uint64_t(threads));
+        std::mt19937_64 rng{uint64_t(threads)};
         int states = 0;
         for (const auto &p : {matmul(64, 48, 32), matmul(17, 300, 5)}) {
             env.reset(p);
