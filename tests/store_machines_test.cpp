@@ -52,6 +52,7 @@ EnvConfig lookup_only(const std::string &store, const std::string &machine) {
     EnvConfig c;
     c.store_path = store;
     c.machine = machine;
+    c.action_space = "full";  // TrainConfig's default
     c.threads = 1;
     c.max_steps = 8;
     c.max_gflops = 100;  // the roof: no peak measurement needed for the reward
