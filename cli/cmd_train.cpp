@@ -105,6 +105,9 @@ void add_train_run_options(CLI::App *cmd, looptune::TrainConfig &c) {
         ->check(unsigned_int());
     cmd->add_option("--warmstart", c.warmstart,
                     "Trace CSV from `looptool search --trace` to pre-train on");
+    cmd->add_flag("--warmstart-machines", c.warmstart_machines,
+                  "Replay the traces also as each other machine of the store (its rows, its "
+                  "machine vector): stores merged from several machines teach one policy");
     cmd->add_option("--warmstart-updates", c.warmstart_updates, "Supervised updates before RL")
         ->capture_default_str()
         ->check(at_least(0));

@@ -12,11 +12,19 @@
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
 #include "looptool/ir/memory.h"
+#include "looptool/measure/machine.h"
 #include "looptool/measure/prefix.h"
 
 namespace looptune {
 
 using namespace looptool;
+
+namespace {
+bool same_figures(const MachineFigures &a, const MachineFigures &b) {
+    return a.l1d_bytes == b.l1d_bytes && a.l2_bytes == b.l2_bytes && a.l3_bytes == b.l3_bytes &&
+           a.vector_bits == b.vector_bits && a.cores == b.cores && a.peak_gflops == b.peak_gflops;
+}
+}  // namespace
 
 Environment::Environment(EnvConfig config)
     : config_(std::move(config)),
@@ -24,22 +32,44 @@ Environment::Environment(EnvConfig config)
       measure_(config_.measure) {
     if (config_.max_steps < 1) throw Error("max_steps must be at least 1");
     if (config_.max_loops < 1) throw Error("max_loops must be at least 1");
+    // Another machine's rows were measured on the threads its fingerprint names.
+    if (!config_.machine.empty()) config_.threads = fingerprint_threads(config_.machine);
     JitOptions jo;
     jo.threads = config_.threads;
     jit_ = Jit::create(jo);
     config_.threads = jit_->threads();
-    // Without measurement the roof is irrelevant; do not measure the peak for it. With N
-    // threads it is N times the single-core peak.
+    // Without measurement the roof is irrelevant (MAX_GFLOPS is not read). With N threads it is
+    // N times the single-core peak. The machine vector takes the machine's own peak either way.
     max_gflops_ = config_.max_gflops > 0    ? config_.max_gflops
                   : config_.measure_enabled ? looptool::max_gflops()
                                             : 1.0;
     max_gflops_ *= config_.threads;
+    const MachineFigures here = this_machine();
+    machine_vector_ = looptune::machine_vector(here, config_.threads);
     if (!config_.store_path.empty()) {
         store_ = MeasurementStore::open(config_.store_path);
         // A parallel schedule's figure depends on the threads it ran on.
-        machine_ = machine_fingerprint(machine_peak_gflops());
+        machine_ = machine_fingerprint(here.peak_gflops);
+        if (const auto kept = store_->machine(machine_); !kept || !same_figures(*kept, here))
+            store_->put_machine(machine_, here);
         if (config_.threads > 1) machine_ += fmt::format("|threads={}", config_.threads);
     }
+    if (!config_.machine.empty() && config_.machine != machine_) use_foreign_machine();
+}
+
+void Environment::use_foreign_machine() {
+    if (!store_)
+        throw Error(fmt::format("machine '{}': another machine's episodes need a store (its rows)",
+                                config_.machine));
+    const std::optional<MachineFigures> m = store_->machine(config_.machine);
+    if (!m)
+        throw Error(fmt::format("{}: no figures of machine '{}' (its machines table lacks it)",
+                                store_->path(), base_fingerprint(config_.machine)));
+    foreign_machine_ = true;
+    machine_ = config_.machine;
+    machine_vector_ = looptune::machine_vector(*m, config_.threads);
+    if (config_.max_gflops <= 0 && m->peak_gflops > 0)
+        max_gflops_ = m->peak_gflops * config_.threads;
 }
 
 Environment::~Environment() = default;
@@ -103,6 +133,11 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
         }
     }
     counters_.lookup_seconds += seconds_since(t0);
+    if (foreign_machine_)
+        throw Error(
+            fmt::format("{}: no measurement of this schedule of {} on machine '{}' (it "
+                        "cannot be measured here)",
+                        store_->path(), p.comp->name, machine_));
     out.compile_ms = 0;
     const std::optional<Measurement> on_prefix = measure_on_prefix(p, out);
     const Measurement m = on_prefix ? *on_prefix : compile_and_measure(p, p, measure_, out);
@@ -306,6 +341,8 @@ Observation Environment::observe(const std::string &space) const {
         return prev_actions_tensor(history_, space_);
     } else if (space == "threads") {
         o.scalar = config_.threads;
+    } else if (space == "machine_tensor") {
+        return machine_tensor(machine_vector_);
     } else {
         std::string known;
         for (const auto &n : observation_space_names()) known += (known.empty() ? "" : ", ") + n;

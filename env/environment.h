@@ -41,6 +41,12 @@ struct EnvConfig {
     /// Threads a `parallel` loop runs on (JitOptions::threads; 0: every usable core). 1: the
     /// kernels of one thread, the roof the single-core peak.
     int threads = 1;
+    /// The machine whose measurements and machine vector an episode sees: "" for this one;
+    /// else a fingerprint of the store's rows (measurement_store.h, with its "|threads=N" when
+    /// N > 1): lookups under it, its figures from the store's machines table (the reward's
+    /// roof its peak), and a schedule the store lacks for it is an error, since it cannot be
+    /// measured here. Training replays another machine's traces this way.
+    std::string machine;
     /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
     looptool::MeasureOptions measure{.warmup = 2,
                                      .min_runs = 5,
@@ -88,6 +94,11 @@ public:
     double gflops() const { return gflops_; }
     double runtime_s() const;
     double max_gflops() const { return max_gflops_; }
+    /// The machine vector of every observation (machine_vector() of EnvConfig::machine's figures
+    /// and threads).
+    const std::vector<float> &machine_vector() const { return machine_vector_; }
+    /// The fingerprint measurements are looked up and stored under.
+    const std::string &machine() const { return machine_; }
     int steps_taken() const { return steps_; }
     const std::vector<looptool::Action> &history() const { return history_; }
 
@@ -141,7 +152,10 @@ private:
     std::unique_ptr<looptool::Jit> jit_;
     std::unique_ptr<MeasurementStore> store_;
     std::string machine_;
+    bool foreign_machine_ = false;  // EnvConfig::machine names another machine: lookups only
+    std::vector<float> machine_vector_;
     double max_gflops_ = 0;
+    void use_foreign_machine();
 
     looptool::Program program_;
     looptool::Buffers buffers_;

@@ -104,8 +104,9 @@ std::string to_graphml(const Graph &graph) {
     return out.str();
 }
 
-DenseGraph to_dense(const Graph &g) {
+DenseGraph to_dense(const Graph &g, const std::vector<float> &graph_features) {
     DenseGraph d;
+    d.graph_features = graph_features;
     d.num_vertices = int(boost::num_vertices(g));
     d.features.assign(size_t(d.num_vertices) * kGraphVertexFeatures, 0.0f);
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {

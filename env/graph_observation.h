@@ -39,7 +39,10 @@ struct DenseGraph {
     int num_vertices = 0;
     std::vector<float> features;             // num_vertices x kGraphVertexFeatures
     std::vector<std::pair<int, int>> edges;  // (source, target)
+    /// Graph-level features: the machine vector (env/observations.h, kMachineFeatures).
+    std::vector<float> graph_features;
 };
-DenseGraph to_dense(const Graph &g);
+/// `graph_features`: the graph-level features, the environment's machine vector.
+DenseGraph to_dense(const Graph &g, const std::vector<float> &graph_features);
 
 }  // namespace looptune

@@ -16,7 +16,8 @@ const std::vector<std::string> &observation_space_names() {
                                                    "loops_tensor",
                                                    "stride_tensor",
                                                    "prev_actions_tensor",
-                                                   "threads"};
+                                                   "threads",
+                                                   "machine_tensor"};
     return names;
 }
 
@@ -145,6 +146,42 @@ Observation prev_actions_tensor(const std::vector<Action> &history, const Action
         int a = space.index_of(history[history.size() - 1 - size_t(i)]);
         if (a >= 0) o.values[size_t(i) * size_t(n) + size_t(a)] = 1.0f;
     }
+    return o;
+}
+
+namespace {
+
+// (log2(v) - lo) / span, within [0, 1]; 0 for v <= 0 (not known).
+float log_scaled(double v, double lo, double span) {
+    if (!(v > 0)) return 0.f;
+    return float(std::clamp((std::log2(v) - lo) / span, 0.0, 1.0));
+}
+
+}  // namespace
+
+std::vector<float> machine_vector(const MachineFigures &m, int threads) {
+    const int cores = std::max(m.cores, 1);
+    threads = std::max(threads, 1);
+    return {
+        log_scaled(double(m.l1d_bytes), 12, 10),  // 4 KiB .. 4 MiB
+        log_scaled(double(m.l2_bytes), 16, 10),   // 64 KiB .. 64 MiB
+        log_scaled(double(m.l3_bytes), 16, 12),   // 64 KiB .. 256 MiB a core
+        float(std::clamp(m.vector_bits / 512.0, 0.0, 1.0)),
+        float(std::clamp(std::log2(1 + std::max(m.peak_gflops, 0.0)) / 11, 0.0, 1.0)),
+        log_scaled(double(cores), 0, 8),  // 1 .. 256 cores
+        float(std::min(double(threads) / cores, 1.0)),
+        log_scaled(double(threads), 0, 8),
+    };
+}
+
+std::vector<float> machine_tensor_high() { return std::vector<float>(kMachineFeatures, 1.0f); }
+
+Observation machine_tensor(const std::vector<float> &vector) {
+    Observation o;
+    o.space = "machine_tensor";
+    o.kind = Observation::Kind::Tensor;
+    o.shape = {int64_t(vector.size())};
+    o.values = vector;
     return o;
 }
 

@@ -6,6 +6,7 @@
 //   stride_tensor           [kStrideBuckets] float
 //   prev_actions_tensor     [kPrevActions, |action space|] float
 //   threads                 scalar: the threads a parallel loop runs on (EnvConfig::threads)
+//   machine_tensor          [kMachineFeatures] float in [0, 1]: the machine (machine_vector())
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "looptool/actions/actions.h"
 #include "looptool/ir/loop_tree.h"
+#include "util/machine.h"
 
 namespace looptune {
 
@@ -23,6 +25,12 @@ inline constexpr int kPrevActions = 5;
 /// valid (0 for padding rows), then kStrideBuckets stride-histogram buckets.
 inline constexpr int kLoopScalarFeatures = 7;
 inline constexpr int kLoopFeatures = kLoopScalarFeatures + kStrideBuckets;
+
+/// The machine vector: log2 of the L1d, L2 and per-core L3 sizes, the vector width, the
+/// single-core peak, the usable cores, the threads used per core and the threads used, each
+/// scaled to [0, 1] (docs/observations.md has the scales), so one policy can act differently on
+/// different CPUs.
+inline constexpr int kMachineFeatures = 8;
 
 struct Observation {
     enum class Kind { Scalar, Text, Tensor };
@@ -47,5 +55,10 @@ Observation stride_tensor(const looptool::Program &p);
 /// Most recent action first; rows past the history are zero.
 Observation prev_actions_tensor(const std::vector<looptool::Action> &history,
                                 const looptool::ActionSpace &space);
+
+/// The machine vector of `m` running parallel loops on `threads` threads; figures of 0 (not
+/// known) and figures beyond a scale's ends give its ends.
+std::vector<float> machine_vector(const MachineFigures &m, int threads);
+Observation machine_tensor(const std::vector<float> &vector);
 
 }  // namespace looptune

@@ -21,7 +21,8 @@ RlState encode_state(const Environment &env, bool with_graph) {
     s.flat.insert(s.flat.end(), prev.values.begin(), prev.values.end());
     const int max_steps = std::max(1, env.config().max_steps);
     s.flat.push_back(static_cast<float>(max_steps - env.steps_taken()) / max_steps);
-    if (with_graph) s.graph = to_dense(loop_tree_graph(p));
+    s.flat.insert(s.flat.end(), env.machine_vector().begin(), env.machine_vector().end());
+    if (with_graph) s.graph = to_dense(loop_tree_graph(p), env.machine_vector());
     const bool over = env.steps_taken() >= env.config().max_steps;
     std::vector<bool> mask = env.action_mask();
     s.mask.resize(mask.size());

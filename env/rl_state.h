@@ -3,7 +3,7 @@
 //
 //   flat    = loops_tensor [max_loops x kLoopFeatures] ++ globals
 //   globals = stride_tensor [kStrideBuckets] ++ prev_actions_tensor [kPrevActions x |A|]
-//             ++ [steps left / max_steps]
+//             ++ [steps left / max_steps] ++ machine vector [kMachineFeatures]
 //   graph   = the Boost.Graph loop-tree observation as dense features + edges (GNN encoder)
 //   mask    = legal actions (the action mask), used when acting and in the target's max
 #pragma once
@@ -25,8 +25,13 @@ struct RlState {
 struct RlShape {
     int max_loops = 10;
     int num_actions = 0;
+    /// The machine vector's width: kMachineFeatures; 0 only for a network from before it
+    /// (policy/policy_extend.h widens one on load).
+    int machine_features = kMachineFeatures;
     int loops_size() const { return max_loops * kLoopFeatures; }
-    int globals_size() const { return kStrideBuckets + kPrevActions * num_actions + 1; }
+    int globals_size() const {
+        return kStrideBuckets + kPrevActions * num_actions + 1 + machine_features;
+    }
     int flat_size() const { return loops_size() + globals_size(); }
 };
 

@@ -42,7 +42,9 @@ int positive_field(const nlohmann::json &j, const char *key, int min) {
 
 }  // namespace
 
-int NetworkConfig::globals_size() const { return kStrideBuckets + kPrevActions * num_actions + 1; }
+int NetworkConfig::globals_size() const {
+    return kStrideBuckets + kPrevActions * num_actions + 1 + machine_features;
+}
 int NetworkConfig::flat_size() const { return max_loops * kLoopFeatures + globals_size(); }
 
 NetworkConfig network_config_from_json(const std::string &text) {
@@ -57,6 +59,13 @@ NetworkConfig network_config_from_json(const std::string &text) {
         c.gnn_rounds = positive_field(j, "gnn_rounds", 0);
         c.max_loops = positive_field(j, "max_loops", 1);
         c.num_actions = positive_field(j, "num_actions", 1);
+        if (j.contains("machine_features")) {
+            const nlohmann::json &m = j.at("machine_features");
+            if (m != 0 && m != kMachineFeatures)
+                throw looptool::Error(fmt::format("network machine_features {} is not 0 or {}",
+                                                  m.dump(), kMachineFeatures));
+            c.machine_features = m.get<int>();
+        }
         return c;
     } catch (const nlohmann::json::exception &e) {
         throw looptool::Error(std::string("bad network description: ") + e.what());

@@ -29,11 +29,15 @@ struct NetworkConfig {
     int gnn_rounds = 3;
     int max_loops = 10;
     int num_actions = 0;
+    /// Inputs of the machine vector: kMachineFeatures, or 0 for a policy trained before the
+    /// observation had it (such a file is widened on load: policy/policy_extend.h).
+    int machine_features = 0;
     int flat_size() const;     ///< the encoded state's width (env/rl_state.h)
     int globals_size() const;  ///< its trailing global features
 };
 
-/// Throws looptool::Error when a field is missing, of the wrong type or out of range.
+/// Throws looptool::Error when a field is missing, of the wrong type or out of range;
+/// machine_features may be absent (0: a policy from before the machine vector).
 NetworkConfig network_config_from_json(const std::string &json);
 
 /// Every tensor the network has, with its shape, in LibTorch's registration order.

@@ -43,7 +43,7 @@ std::vector<float> widen_rows(const std::vector<float> &in, int64_t width,
 }
 
 // A layer reading the globals (stride buckets, previous actions [kPrevActions x |A|], steps
-// left) after `offset` other inputs: the new actions' previous-action columns are zero.
+// left, machine vector) after `offset` other inputs: new actions' previous-action columns are 0.
 std::vector<float> widen_columns(const PolicyTensor &in, int64_t new_cols, int64_t offset,
                                  int old_actions, const std::vector<int> &old) {
     const int64_t rows = in.shape[0], old_cols = in.shape[1];
@@ -52,7 +52,7 @@ std::vector<float> widen_columns(const PolicyTensor &in, int64_t new_cols, int64
     for (int64_t c = 0; c < new_cols; ++c) {
         int64_t from = c;  // the loops, the stride buckets
         if (c >= prev + kPrevActions * A) {
-            from = c - kPrevActions * (A - old_actions);  // steps left
+            from = c - kPrevActions * (A - old_actions);  // steps left, the machine vector
         } else if (c >= prev) {
             const int64_t step = (c - prev) / A, j = (c - prev) % A;
             from = old[size_t(j)] < 0 ? -1 : prev + step * old_actions + old[size_t(j)];
@@ -67,7 +67,61 @@ std::vector<float> widen_columns(const PolicyTensor &in, int64_t new_cols, int64
 
 }  // namespace
 
-PolicyFile extend_policy(const PolicyFile &policy, const std::string &to_space) {
+// The network's tensors as its meta describes them, or a looptool::Error naming the first that
+// is missing or shaped otherwise.
+void check_tensors(const PolicyFile &policy, const NetworkConfig &net) {
+    for (const auto &[name, shape] : network_tensors(net)) {
+        const PolicyTensor *t = policy.find(name);
+        if (!t) throw looptool::Error("no tensor " + name + " (the network needs it)");
+        if (t->shape != shape)
+            throw looptool::Error(fmt::format("tensor {} has shape [{}], the network needs [{}]",
+                                              name, fmt::join(t->shape, ", "),
+                                              fmt::join(shape, ", ")));
+    }
+}
+
+PolicyFile with_machine_inputs(const PolicyFile &policy) {
+    nlohmann::json meta = nlohmann::json::parse(policy.meta_json);
+    const NetworkConfig old_net = network_config_from_json(meta.at("network").dump());
+    check_tensors(policy, old_net);
+    if (old_net.machine_features == kMachineFeatures) return policy;
+    NetworkConfig net = old_net;
+    net.machine_features = kMachineFeatures;
+    PolicyFile out;
+    for (const auto &[name, shape] : network_tensors(net)) {
+        PolicyTensor n = *policy.find(name);  // present: checked above
+        if (n.shape != shape) {
+            // The machine inputs close the globals, so the flat state's and the globals' old
+            // columns keep their places; the new ones read with weight zero.
+            LT_CHECK(name == "mlp.0.weight" || name == "globals_in.weight",
+                     "with_machine_inputs: only the first layer grows");
+            const int64_t rows = shape[0], cols = shape[1], old_cols = n.shape[1];
+            std::vector<float> data(size_t(rows * cols), 0.f);
+            for (int64_t r = 0; r < rows; ++r)
+                std::copy_n(n.data.begin() + r * old_cols, old_cols, data.begin() + r * cols);
+            n.shape = shape;
+            n.data = std::move(data);
+        }
+        out.tensors.push_back(std::move(n));
+    }
+    meta["network"]["machine_features"] = kMachineFeatures;
+    out.meta_json = meta.dump();
+    return out;
+}
+
+PolicyFile load_current_policy(const std::string &path) {
+    const PolicyFile policy = read_policy_file(path);  // its errors name the file
+    try {
+        return with_machine_inputs(policy);
+    } catch (const nlohmann::json::exception &e) {
+        throw looptool::Error(path + ": bad policy description: " + e.what());
+    } catch (const looptool::Error &e) {
+        throw looptool::Error(path + ": not a looptune policy file: " + e.what());
+    }
+}
+
+PolicyFile extend_policy(const PolicyFile &policy_in, const std::string &to_space) {
+    const PolicyFile policy = with_machine_inputs(policy_in);
     nlohmann::json meta = nlohmann::json::parse(policy.meta_json);
     const ActionSpace from = ActionSpace::preset(meta.at("action_space").get<std::string>());
     const ActionSpace to = ActionSpace::preset(to_space);
@@ -75,12 +129,7 @@ PolicyFile extend_policy(const PolicyFile &policy, const std::string &to_space) 
     if (old_net.num_actions != int(from.size()))
         throw looptool::Error(fmt::format("the network has {} actions, preset {} {}",
                                           old_net.num_actions, from.name, from.size()));
-    for (const auto &[name, shape] : network_tensors(old_net)) {
-        const PolicyTensor *t = policy.find(name);
-        if (!t || t->shape != shape)
-            throw looptool::Error("the policy's tensor " + name +
-                                  (t ? " has another shape than its meta says" : " is missing"));
-    }
+    check_tensors(policy, old_net);
     if (from.name == to.name) return policy;
     const std::vector<int> old = old_indices(from, to);
     NetworkConfig net = old_net;

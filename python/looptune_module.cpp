@@ -222,9 +222,10 @@ public:
         obs["loops_tensor"] = to_numpy(env_->observe("loops_tensor"));
         obs["stride_tensor"] = to_numpy(env_->observe("stride_tensor"));
         obs["prev_actions_tensor"] = to_numpy(env_->observe("prev_actions_tensor"));
+        obs["machine_tensor"] = to_numpy(env_->observe("machine_tensor"));
         if (options_.graph) {
-            const looptune::DenseGraph g =
-                looptune::to_dense(looptune::loop_tree_graph(env_->program()));
+            const looptune::DenseGraph g = looptune::to_dense(
+                looptune::loop_tree_graph(env_->program()), env_->machine_vector());
             py::array_t<float> nodes(
                 {py::ssize_t(g.num_vertices), py::ssize_t(looptune::kGraphVertexFeatures)});
             std::copy(g.features.begin(), g.features.end(), nodes.mutable_data());
@@ -236,6 +237,9 @@ public:
             }
             obs["graph_nodes"] = nodes;
             obs["graph_edges"] = edges;
+            py::array_t<float> globals(py::ssize_t(g.graph_features.size()));
+            std::copy(g.graph_features.begin(), g.graph_features.end(), globals.mutable_data());
+            obs["graph_features"] = globals;
         }
         return obs;
     }
@@ -405,6 +409,8 @@ PYBIND11_MODULE(_core, m) {
     m.attr("PREV_ACTIONS") = looptune::kPrevActions;
     m.attr("GRAPH_VERTEX_FEATURES") = looptune::kGraphVertexFeatures;
     m.attr("LOOP_FEATURE_HIGH") = looptune::loops_tensor_high();
+    m.attr("MACHINE_FEATURES") = looptune::kMachineFeatures;
+    m.attr("MACHINE_FEATURE_HIGH") = looptune::machine_tensor_high();
 
     bind_core(m);
     bind_tune(m);

@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 
+#include "env/store/measurement_store.h"
 #include "looptool/ir/error.h"
 #include "search/trace.h"
 
@@ -17,13 +19,21 @@ namespace {
 /// longer than an episode goes on in a fresh episode from the state where the last one ended,
 /// as the guided search chains rollouts from measured states: cache blocks and conv tiles take
 /// 20-50 actions, and cutting them at one episode taught only their first steps.
+/// As another machine of the store (EnvConfig::machine), a schedule it has no row for ends the
+/// trace there: its episodes only look rows up.
 void replay_trace(const TrainConfig &config, Environment &env, const Trace &t,
                   PrioritizedReplay &replay, std::vector<Demo> &demos, bool with_graph) {
+    const bool foreign = !env.config().machine.empty();
     NStepBuilder nstep(config.n_step, config.gamma);
     for (size_t i = 0; i < t.actions.size(); ++i) {
         if (env.steps_taken() >= env.config().max_steps) {
             const looptool::Program here = env.program();
-            env.reset(here);
+            try {
+                env.reset(here);
+            } catch (const looptool::Error &) {
+                if (!foreign) throw;
+                return;
+            }
             nstep = NStepBuilder(config.n_step, config.gamma);
         }
         const int a = env.action_space().index_of(t.actions[i]);
@@ -37,7 +47,14 @@ void replay_trace(const TrainConfig &config, Environment &env, const Trace &t,
             return;
         }
         RlState s = encode_state(env, with_graph);
-        StepResult r = env.step_index(a);
+        StepResult r;
+        try {
+            r = env.step_index(a);
+        } catch (const looptool::Error &) {
+            if (!foreign) throw;
+            for (Transition &tr : nstep.cut(s)) replay.add(std::move(tr));
+            return;
+        }
         RlState next = encode_state(env, with_graph);
         demos.push_back({s, a});
         for (Transition &tr : nstep.push(s, a, static_cast<float>(r.reward), next,
@@ -65,8 +82,15 @@ std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &en
     if (config.progress)
         config.progress(fmt::format("warm start: {} benchmarks with a trace at >= {}x", best.size(),
                                     config.warmstart_min_speedup));
+    // As another machine, a benchmark whose start it has no row for is skipped.
+    const bool foreign = !env.config().machine.empty();
     for (auto &[name, t] : best) {
-        env.reset(t.benchmark);
+        try {
+            env.reset(t.benchmark);
+        } catch (const looptool::Error &) {
+            if (foreign) continue;
+            throw;
+        }
         t.actions = drop_cancelling_moves(env.program(), t.actions);
         replay_trace(config, env, t, replay, demos, with_graph);
     }
@@ -87,11 +111,44 @@ void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
     }
 }
 
+std::vector<Demo> load_other_machines_demonstrations(const TrainConfig &config, Environment &env,
+                                                     PrioritizedReplay &replay) {
+    std::vector<Demo> demos;
+    const EnvConfig &here = env.config();
+    if (here.store_path.empty()) return demos;
+    std::vector<std::string> machines;
+    for (const auto &m : MeasurementStore::open_read_only(here.store_path)->stats().per_machine)
+        if (m.machine != env.machine() && fingerprint_threads(m.machine) == here.threads)
+            machines.push_back(m.machine);
+    for (const std::string &machine : machines) {
+        EnvConfig c = here;
+        c.machine = machine;
+        std::unique_ptr<Environment> other;
+        try {
+            other = std::make_unique<Environment>(c);
+        } catch (const looptool::Error &e) {  // no figures of it: its vector is not known
+            looptool::warn(fmt::format("warm start: machine '{}' left out: {}", machine, e.what()));
+            continue;
+        }
+        const size_t before = demos.size();
+        std::vector<Demo> more = load_demonstrations(config, *other, replay, config.graph());
+        demos.insert(demos.end(), more.begin(), more.end());
+        if (config.progress)
+            config.progress(fmt::format("warm start: {} demonstrated steps as machine '{}'",
+                                        demos.size() - before, machine));
+    }
+    return demos;
+}
+
 std::vector<Demo> warm_start(const TrainConfig &config, Environment &env, Learner &learner,
                              PrioritizedReplay &replay, bool resumed) {
     std::vector<Demo> demos;
     if (config.warmstart.empty()) return demos;
     demos = load_demonstrations(config, env, replay, config.graph());
+    if (config.warmstart_machines) {
+        std::vector<Demo> more = load_other_machines_demonstrations(config, env, replay);
+        demos.insert(demos.end(), more.begin(), more.end());
+    }
     if (!resumed) pretrain_on_demonstrations(config, learner, replay, demos);
     return demos;
 }

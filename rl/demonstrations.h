@@ -14,6 +14,14 @@ namespace looptune {
 std::vector<Demo> load_demonstrations(const TrainConfig &config, Environment &env,
                                       PrioritizedReplay &replay, bool with_graph);
 
+/// The traces replayed as each other machine `env`'s store has rows and figures of, with env's
+/// threads (TrainConfig::warmstart_machines): each Environment configured with that machine
+/// (EnvConfig::machine), so rewards come from its rows and states carry its machine vector; a
+/// trace stops at its first schedule the store lacks for it. A machine without figures is left
+/// out with a warning.
+std::vector<Demo> load_other_machines_demonstrations(const TrainConfig &config, Environment &env,
+                                                     PrioritizedReplay &replay);
+
 /// Supervised warm start: the margin loss on demonstrations plus TD on their transitions.
 void pretrain_on_demonstrations(const TrainConfig &config, Learner &learner,
                                 PrioritizedReplay &replay, const std::vector<Demo> &demos);

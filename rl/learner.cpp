@@ -10,6 +10,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
+#include "policy/policy_extend.h"
 #include "rl/episode_starts.h"
 #include "rl/fused_adam.h"
 #include "rl/policy_checksum.h"
@@ -419,7 +420,7 @@ double RunningMean::mean() const {
 namespace looptune {
 
 void Learner::start_from(const std::string &path) {
-    QNet from = qnet_from_policy_file(read_policy_file(path));
+    QNet from = qnet_from_policy_file(load_current_policy(path));
     auto theirs = from->named_parameters();
     for (const auto &p : online->named_parameters()) {
         const torch::Tensor *t = theirs.find(p.key());

@@ -14,8 +14,10 @@ namespace looptune {
 /// network's description under "network").
 PolicyFile policy_file_from_qnet(QNet &net, const std::string &meta_json);
 
-/// A Q-network built from the description in `file` and loaded with its tensors; throws
-/// looptool::Error naming a missing or wrongly shaped tensor.
+/// A Q-network built from the description in `file` (as it is: a policy from before the
+/// machine vector reads states without it) and loaded with its tensors; throws
+/// looptool::Error naming a missing or wrongly shaped tensor. Load a file to act or train with
+/// through load_current_policy() (policy/policy_extend.h).
 QNet qnet_from_policy_file(const PolicyFile &file);
 
 /// Reads a LibTorch policy file (checksum checked) and writes it as a flat policy file.

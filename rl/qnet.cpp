@@ -212,9 +212,13 @@ torch::Tensor masked(const torch::Tensor &q, const torch::Tensor &mask) {
 }
 
 std::string qnet_config_json(const QNetConfig &c) {
-    nlohmann::json j = {{"encoder", c.encoder},           {"hidden", c.hidden},
-                        {"gnn_hidden", c.gnn_hidden},     {"gnn_rounds", c.gnn_rounds},
-                        {"max_loops", c.shape.max_loops}, {"num_actions", c.shape.num_actions}};
+    nlohmann::json j = {{"encoder", c.encoder},
+                        {"hidden", c.hidden},
+                        {"gnn_hidden", c.gnn_hidden},
+                        {"gnn_rounds", c.gnn_rounds},
+                        {"max_loops", c.shape.max_loops},
+                        {"num_actions", c.shape.num_actions},
+                        {"machine_features", c.shape.machine_features}};
     return j.dump();
 }
 
@@ -228,6 +232,8 @@ QNetConfig qnet_config_from_json(const std::string &text) {
         c.gnn_rounds = j.at("gnn_rounds").get<int>();
         c.shape.max_loops = j.at("max_loops").get<int>();
         c.shape.num_actions = j.at("num_actions").get<int>();
+        // Absent in a network from before the machine vector (policy_extend.h widens one).
+        c.shape.machine_features = j.value("machine_features", 0);
         return c;
     } catch (const nlohmann::json::exception &e) {
         throw looptool::Error(std::string("bad network description: ") + e.what());

@@ -40,6 +40,10 @@ struct TrainConfig {
     int64_t warmstart_updates = 2000;  ///< supervised updates on the traces before RL
     double demo_margin = 0.1;          ///< large-margin loss for demonstrated actions (DQfD)
     double warmstart_min_speedup = 2;  ///< only the best trace per benchmark, and only if this good
+    /// The traces are replayed too as every other machine the store has rows and figures of
+    /// (with this run's threads): rewards from that machine's rows, states with its machine
+    /// vector; a trace stops at its first schedule the store lacks for that machine.
+    bool warmstart_machines = false;
     /// Probability that an episode starts at the state one of `tune`'s seeds reaches
     /// (rl/episode_starts.h) instead of the naive nest; 0: always the naive nest.
     double seed_starts = 0;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "looptool/ir/error.h"
+#include "policy/policy_extend.h"
 #include "rl/learner.h"
 #include "rl/policy_convert.h"
 #include "search/trace.h"
@@ -235,7 +236,7 @@ void TrainingRun::evaluate_start(QNet &net, Environment &env) {
 
 double TrainingRun::adapt_gain(QNet &trained, Environment &env) {
     if (c_.init_policy.empty() || c_.eval_benchmarks == 0) return -1;
-    QNet initial = qnet_from_policy_file(read_policy_file(c_.init_policy));
+    QNet initial = qnet_from_policy_file(load_current_policy(c_.init_policy));
     std::vector<std::string> files;
     {
         std::lock_guard<std::mutex> g(eval_mutex_);

@@ -124,7 +124,7 @@ TEST(GraphObservation, LoopTreeAndDataflow) {
     EXPECT_NE(dot.find("T[m, n] += A[m, k] * B[k, n]"), std::string::npos);
     std::string gml = to_graphml(g);
     EXPECT_NE(gml.find("<graphml"), std::string::npos);
-    DenseGraph d = to_dense(g);
+    DenseGraph d = to_dense(g, {0.5f, 0.25f});
     EXPECT_EQ(d.num_vertices, 9);
     EXPECT_EQ(d.features.size(), size_t(9 * kGraphVertexFeatures));
     EXPECT_EQ(d.features[1 * kGraphVertexFeatures + 8], 1.0f);  // L0 holds the cursor

@@ -48,7 +48,7 @@ struct BothNets {
     bool graph;
     explicit BothNets(const std::string &path)
         : policy(Policy::load(path)),
-          torch_net(qnet_from_policy_file(read_policy_file(path))),
+          torch_net(qnet_from_policy_file(load_current_policy(path))),
           graph(policy.info().encoder == "gnn") {}
 };
 

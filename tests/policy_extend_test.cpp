@@ -53,7 +53,7 @@ std::vector<std::string> benchmarks() {
 }  // namespace
 
 TEST(PolicyExtend, OldActionsKeepTheirQValuesAndNewOnesStartAtTheirMean) {
-    const PolicyFile shipped = read_policy_file(shipped_policy_path());
+    const PolicyFile shipped = load_current_policy(shipped_policy_path());
     const PolicyFile wide = extend_policy(shipped, "threads");
     const PlainQNet old_net = net_of(shipped), new_net = net_of(wide);
     Environment old_env(unmeasured("full")), new_env(unmeasured("threads"));

@@ -15,6 +15,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 #include "policy/plain_qnet.h"
+#include "policy/policy_extend.h"
 #include "policy/policy_file.h"
 #include "util/cache_dir.h"
 
@@ -35,7 +36,7 @@ Policy Policy::load(const std::string &path) {
     Policy p;
     Impl &impl = *p.impl_;
     PolicyInfo &info = p.info_;
-    impl.file = read_policy_file(path);
+    impl.file = load_current_policy(path);  // a policy from before the machine vector widened
     try {
         const nlohmann::json j = nlohmann::json::parse(impl.file.meta_json);
         const NetworkConfig config = network_config_from_json(j.at("network").dump());

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "env/store/sqlite.h"
+#include "env/store/store_impl.h"
 #include "looptool/ir/error.h"
 #include "looptool/lower/lower.h"
 
@@ -127,17 +127,6 @@ int64_t now_unix() {
 
 }  // namespace
 
-struct MeasurementStore::Impl {
-    Connection conn;
-    std::mutex mu;
-    Stmt lookup, put;
-
-    bool read_only = false;
-
-    Impl(const std::string &path, int flags)
-        : conn(path, flags), read_only(!(flags & SQLITE_OPEN_READWRITE)) {}
-};
-
 std::string machine_fingerprint(double peak_gflops) {
     std::string model;
     std::ifstream in("/proc/cpuinfo");
@@ -215,6 +204,7 @@ std::unique_ptr<MeasurementStore> MeasurementStore::open(const std::string &path
                 )",
                                kFormatName, kSchemaVersion, now_unix()),
                    "create schema");
+        create_machines_table(c);
         tx.commit();
     }
 
@@ -452,6 +442,7 @@ int64_t MeasurementStore::merge_from(const std::string &other_path, int64_t *ski
                 .run();
             added += sqlite3_changes(impl_->conn.db);
         }
+        copy_machines(src, impl_->conn);
         tx.commit();
     } catch (...) {
         sqlite3_exec(src.db, "ROLLBACK", nullptr, nullptr, nullptr);

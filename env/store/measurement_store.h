@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "util/machine.h"
+
 namespace looptune {
 
 struct StoredMeasurement {
@@ -27,6 +29,12 @@ struct StoredMeasurement {
 /// kernel code (looptool::kKernelCodeVersion), e.g. "AMD EPYC 9R45 96-Core
 /// Processor|peak=226|code=2".
 std::string machine_fingerprint(double peak_gflops);
+
+/// The machine part of a row's fingerprint: without the "|threads=N" the environment appends
+/// for parallel schedules.
+std::string base_fingerprint(const std::string &fingerprint);
+/// N of a fingerprint's "|threads=N", 1 without one.
+int fingerprint_threads(const std::string &fingerprint);
 
 class MeasurementStore {
 public:
@@ -53,6 +61,13 @@ public:
     /// Inserts or replaces, in its own committed transaction.
     void put(const std::string &benchmark, const std::string &schedule, const std::string &machine,
              const StoredMeasurement &m);
+
+    /// Keeps `figures` as the figures of `fingerprint`'s machine (its base_fingerprint()),
+    /// replacing what was kept: the machine vector of the rows measured on it.
+    void put_machine(const std::string &fingerprint, const MachineFigures &figures);
+    /// The figures kept for `fingerprint`'s machine; none for a machine the store has no
+    /// figures of (a store written before it kept them, or figures never put).
+    std::optional<MachineFigures> machine(const std::string &fingerprint);
 
     struct Row {
         std::string benchmark, schedule;
@@ -86,7 +101,8 @@ public:
     std::vector<std::string> check();
 
     /// Copies every valid row of the store at `other_path` into this one, in one transaction;
-    /// rows whose key is already here are kept as they are. Returns the number of rows added
+    /// rows whose key is already here are kept as they are. Its machines' figures come too
+    /// (this store's own kept for a machine both have). Returns the number of rows added
     /// (`skipped`, when given, receives the number of rows with invalid values left out).
     /// Throws looptool::Error if `other_path` is missing, not a store, or this same file.
     int64_t merge_from(const std::string &other_path, int64_t *skipped = nullptr);

@@ -10,7 +10,7 @@
 
 namespace looptool::detail {
 
-/// Bytes of this machine's largest cache (sysfs' highest cache level of cpu0), read once; 32 MiB
+/// Bytes of this machine's largest cache (util/machine.h: cpu0's highest level in sysfs); 32 MiB
 /// when unknown.
 int64_t last_level_cache_bytes();
 

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <string>
+
+#include "util/machine.h"
 
 namespace looptool {
 
@@ -234,32 +235,6 @@ TrafficEstimate estimate_traffic(const Computation &c, const LoopTree &t, int64_
     return Model(c, t, cache_bytes).run();
 }
 
-namespace {
-
-int64_t read_private_cache_bytes() {
-    // index2 is the level-2 cache on x86 Linux; its `size` reads like "1024K".
-    std::ifstream level("/sys/devices/system/cpu/cpu0/cache/index2/level");
-    std::ifstream size("/sys/devices/system/cpu/cpu0/cache/index2/size");
-    int lv = 0;
-    std::string text;
-    if (level >> lv && lv == 2 && size >> text && !text.empty()) {
-        try {
-            size_t used = 0;
-            int64_t v = std::stoll(text, &used);
-            const std::string unit = text.substr(used);
-            if (unit == "K") v <<= 10;
-            if (unit == "M") v <<= 20;
-            if (v >= (int64_t(1) << 16) && v <= (int64_t(1) << 30)) return v;
-        } catch (const std::exception &) {}
-    }
-    return int64_t(1) << 20;
-}
-
-}  // namespace
-
-int64_t private_cache_bytes() {
-    static const int64_t bytes = read_private_cache_bytes();  // read once per process
-    return bytes;
-}
+int64_t private_cache_bytes() { return looptune::cache_sizes().l2; }
 
 }  // namespace looptool

@@ -45,7 +45,7 @@ struct TrafficEstimate {
 /// The estimate for `t` scheduling `c` with a cache of `cache_bytes`.
 TrafficEstimate estimate_traffic(const Computation &c, const LoopTree &t, int64_t cache_bytes);
 
-/// This machine's L2 per core, from sysfs (cpu0's level-2 cache, read once per process); 1 MiB
+/// This machine's L2 per core (util/machine.h: cpu0's level-2 cache in sysfs, read once); 1 MiB
 /// when it cannot be read.
 int64_t private_cache_bytes();
 

@@ -48,7 +48,7 @@ class Config:
 
 def flatten(obs):
     return np.concatenate([obs["loops_tensor"].ravel(), obs["stride_tensor"].ravel(),
-                           obs["prev_actions_tensor"].ravel()]).astype(np.float32)
+                           obs["prev_actions_tensor"].ravel(), obs["machine_tensor"]]).astype(np.float32)
 
 
 class QNet(nn.Module):

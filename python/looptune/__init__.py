@@ -41,7 +41,9 @@ class LoopToolEnv(Env):
     np_random; or matmul=(M, N, K) / conv=(N, CI, H, W, CO, KH, KW) by shape.
     store: an SQLite measurement store shared with the CLI. graph=True adds the loop tree as
     arrays to the observation (graph_nodes [V, 10] float32, graph_edges [E, 2] int64; variable
-    size, so not part of observation_space).
+    size, so not part of observation_space; graph_features [8], the machine vector as the
+    graph's own features). machine_tensor [8] describes the machine (caches, vector width, peak,
+    cores, threads; docs/observations.md), so one agent can act differently on different CPUs.
     """
 
     # Text frames have no natural rate; 4 as Gymnasium's own text environments.
@@ -74,6 +76,7 @@ class LoopToolEnv(Env):
                                 (max_loops, _core.LOOP_FEATURES)),
             "stride_tensor": Box(0.0, 1.0, (_core.STRIDE_BUCKETS,)),
             "prev_actions_tensor": Box(0.0, 1.0, (_core.PREV_ACTIONS, n)),
+            "machine_tensor": Box(0.0, _core.MACHINE_FEATURE_HIGH, (_core.MACHINE_FEATURES,)),
         }
         self.observation_space = Dict(obs)
 

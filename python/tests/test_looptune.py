@@ -28,7 +28,7 @@ class EnvironmentTest(unittest.TestCase):
     def test_reset_and_step_follow_gymnasiums_shape(self):
         env = looptune.LoopToolEnv(benchmark=bench(), max_steps=3, threads=1)
         obs, info = env.reset(seed=0)
-        self.assertEqual(set(obs), {"loops_tensor", "stride_tensor", "prev_actions_tensor"})
+        self.assertEqual(set(obs), {"loops_tensor", "stride_tensor", "prev_actions_tensor", "machine_tensor"})
         for key, space in env.observation_space.spaces.items():
             self.assertEqual(obs[key].shape, space.shape, key)
             self.assertEqual(obs[key].dtype, np.float32, key)
@@ -94,6 +94,26 @@ class EnvironmentTest(unittest.TestCase):
         obs, _ = env.reset()
         self.assertEqual(obs["graph_nodes"].shape[1], 10)
         self.assertEqual(obs["graph_edges"].shape, (obs["graph_nodes"].shape[0] - 1, 2))  # a tree
+        np.testing.assert_array_equal(obs["graph_features"], obs["machine_tensor"])
+
+    def test_the_machine_vector_describes_this_machine_and_the_threads(self):
+        one = looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=1)
+        two = looptune.LoopToolEnv(benchmark=bench(), measure=False, threads=2)
+        space = one.observation_space["machine_tensor"]
+        self.assertEqual(space.shape, (looptune._core.MACHINE_FEATURES,))
+        np.testing.assert_array_equal(space.low, 0.0)
+        np.testing.assert_array_equal(space.high, 1.0)
+        m1 = one.reset(seed=0)[0]["machine_tensor"]
+        m2 = two.reset(seed=0)[0]["machine_tensor"]
+        self.assertIn(m1, space)
+        self.assertIn(m2, space)
+        # Caches, vector width, peak and cores are the machine's: the same in both; the threads
+        # used (the last two entries) are not. Steps keep the vector.
+        np.testing.assert_array_equal(m1[:6], m2[:6])
+        self.assertLess(m1[7], m2[7])
+        self.assertEqual(m1[3] in (0.25, 0.5, 1.0), True)
+        obs = one.step(int(np.flatnonzero(one.action_masks())[0]))[0]
+        np.testing.assert_array_equal(obs["machine_tensor"], m1)
 
     def test_the_gil_is_released_while_measuring(self):
         ticks = 0

@@ -39,6 +39,7 @@ public:
         put_vector(s.mask);
         put<int32_t>(s.graph.num_vertices);
         put_vector(s.graph.features);
+        put_vector(s.graph.graph_features);
         std::vector<int32_t> edges;
         for (const auto &[from, to] : s.graph.edges) edges.insert(edges.end(), {from, to});
         put_vector(edges);
@@ -78,6 +79,7 @@ public:
         s.mask = get_vector<uint8_t>();
         s.graph.num_vertices = get<int32_t>();
         s.graph.features = get_vector<float>();
+        s.graph.graph_features = get_vector<float>();
         const std::vector<int32_t> edges = get_vector<int32_t>();
         if (edges.size() % 2) truncated();
         for (size_t i = 0; i < edges.size(); i += 2)
