@@ -2,8 +2,9 @@
 // with `tune`'s guided search, each op beside the oneDNN primitives that do its work, and the
 // layer end to end: the sum of our kernels' medians against the sum of oneDNN's, and oneDNN's
 // primitives run one after another as one call; our chained output against oneDNN's.
-// Single-threaded, pinned. The epilogues (bias, GELU, residual) are separate nests of ours here
-// (marked "epilogue"): a fuse action folds them into the matmul before them.
+// Single-threaded, pinned. A projection and its epilogue (bias, GELU, residual) are one program
+// of ours, marked "epilogue fused" where the tuned schedule runs the epilogue inside the
+// matmul's loops (`fuse`).
 // --write-dataset DIR writes each layer's programs (DIR/<layer>/NN_<op>) and exits.
 #include <fmt/format.h>
 
@@ -32,7 +33,10 @@ void print_layer(const looptune::LayerFigures &f) {
     fmt::print("\n{}\n  {:<20} {:<10} {:>10}  {}\n", f.shape, "op", "group", "ours us", "found by");
     for (const auto &o : f.ops)
         fmt::print("  {:<20} {:<10} {:>10.1f}  {}{}\n", o.name, o.group, 1e6 * o.seconds,
-                   o.found_by, o.epilogue ? " (epilogue: a separate nest until fused)" : "");
+                   o.found_by,
+                   !o.epilogue ? ""
+                   : o.fused   ? " (epilogue fused)"
+                               : " (epilogue: a separate nest)");
     fmt::print("  {:<10} {:>10} {:>10} {:>8}  {}\n", "group", "ours us", "oneDNN us", "ratio",
                "oneDNN runs");
     for (const auto &g : f.groups)
@@ -65,6 +69,7 @@ nlohmann::json layer_json(const looptune::LayerFigures &f) {
         j["ops"].push_back({{"op", o.name},
                             {"group", o.group},
                             {"epilogue", o.epilogue},
+                            {"fused", o.fused},
                             {"seconds", o.seconds},
                             {"found_by", o.found_by},
                             {"actions", o.actions}});

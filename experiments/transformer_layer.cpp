@@ -138,6 +138,12 @@ std::vector<looptool::Program> tuned_programs(const std::vector<LayerOp> &ops,
                 throw Error(fmt::format("{}: the tuned schedule failed verification: {}",
                                         op.comp.name, cmp.first_mismatch));
             p = r.best;
+            // Fused: a nest shares loops with its epilogue (not a packed block's copy).
+            for (const looptool::Nest &n : p.tree.nests) {
+                const looptool::Statement &st = p.comp->stmts[size_t(n.stmts[0])];
+                fig.fused |= n.shared > 0 && p.comp->tensors[size_t(st.out.tensor)].kind !=
+                                                 looptool::TensorKind::Scratch;
+            }
             fig.found_by = r.found_by.empty() ? "start" : r.found_by;
             fig.actions = int(r.actions.size());
         }

@@ -36,9 +36,10 @@ void run_layer(const std::vector<looptool::LayerOp> &ops,
 
 /// oneDNN's primitives for the layer, bound to `t` (the inputs given, the rest added; `t` must
 /// outlive it and keep its buffers). Groups in the layer's order (LayerOp::group), each with
-/// what oneDNN runs for it: a matmul takes the bias nest after it as its bias argument, a
-/// residual add and a GELU after that run as binary and eltwise primitives. A group with an op
-/// no primitive is wired for has none (description says so, seconds 0).
+/// what oneDNN runs for it: a projection's matmul takes its bias as its bias argument, a
+/// residual add and a GELU after that run as binary and eltwise primitives (on an intermediate
+/// added to `t`). A group with an op no primitive is wired for has none (description says so,
+/// seconds 0).
 class OnednnLayer {
 public:
     OnednnLayer(const looptool::TransformerShape &s, const std::vector<looptool::LayerOp> &ops,
@@ -77,8 +78,9 @@ struct LayerRunConfig {
 
 struct OpFigure {
     std::string name, group, found_by;
-    bool epilogue = false;
-    double seconds = 0;  ///< median of the rounds
+    bool epilogue = false;  ///< a projection with its epilogue nest
+    bool fused = false;     ///< its tuned program runs the epilogue inside the matmul's loops
+    double seconds = 0;     ///< median of the rounds
     int actions = 0;
 };
 struct GroupFigure {

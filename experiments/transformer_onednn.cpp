@@ -5,6 +5,7 @@
 #include "baselines/onednn_primitive.h"
 #include "baselines/onednn_rowop.h"
 #include "experiments/transformer_layer.h"
+#include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/measure.h"
 
@@ -31,14 +32,6 @@ void sequence_kernel(float *const *, const volatile int32_t *) {
 int64_t rows_of(const Computation &c) { return c.vars[0].extent; }
 int64_t cols_of(const Computation &c) { return c.vars[1].extent; }
 
-bool is_bias(const Computation &c, bool residual) {
-    return c.vars.size() == 2 &&
-           c == looptool::make_bias_add(rows_of(c), cols_of(c), residual, c.name);
-}
-bool is_bias_gelu(const Computation &c) {
-    return c.vars.size() == 2 && c == looptool::make_bias_gelu(rows_of(c), cols_of(c), c.name);
-}
-
 }  // namespace
 
 struct OnednnLayer::Impl {
@@ -60,34 +53,31 @@ struct OnednnLayer::Impl {
         g.description += (g.description.empty() ? "" : " + ") + what;
         g.prims.push_back(std::move(p));
     }
-    // Op i (and the epilogue after a matmul, which it takes): returns the ops consumed.
-    size_t wire(const std::vector<LayerOp> &ops, size_t i);
+    // The op's primitives, added to its group.
+    void wire(const LayerOp &op);
 };
 
-size_t OnednnLayer::Impl::wire(const std::vector<LayerOp> &ops, size_t i) {
-    const LayerOp &op = ops[i];
+void OnednnLayer::Impl::wire(const LayerOp &op) {
     const Computation &c = op.comp;
     Group &g = group(op.group);
-    if (const auto m = bench::strided_matmul(c)) {
-        const LayerOp *next = i + 1 < ops.size() ? &ops[i + 1] : nullptr;
-        const bool plain = next && is_bias(next->comp, false),
-                   residual = next && is_bias(next->comp, true),
-                   gelu = next && is_bias_gelu(next->comp);
-        if (!plain && !residual && !gelu) {
-            add(g, bench::onednn_matmul(*m, false), {op.reads[0], op.reads[1], op.writes},
-                "matmul");
-            return 1;
+    // A projection with its epilogue: matmul with its bias argument, then the residual add or
+    // GELU as their own primitives, through an intermediate of the matmul's output.
+    if (const auto e = looptool::matmul_epilogue(c); e && e->epilogue.bias) {
+        const auto m = bench::strided_matmul(looptool::make_matmul(e->m, e->n, e->k));
+        const bool act = e->epilogue.act == looptool::Activation::Gelu, res = e->epilogue.residual;
+        if (!m || (e->epilogue.act != looptool::Activation::None && !act)) {
+            g.description += fmt::format("no oneDNN primitive wired for {}", c.name);
+            return;
         }
-        const std::string dst = plain ? next->writes : op.writes;
-        add(g, bench::onednn_matmul(*m, true), {op.reads[0], op.reads[1], next->reads[1], dst},
+        const std::string mid = act || res ? op.writes + "_matmul" : op.writes;
+        t.emplace(mid, looptool::TensorData(size_t(e->m * e->n), 0.f));
+        add(g, bench::onednn_matmul(*m, true), {op.reads[0], op.reads[1], op.reads[2], mid},
             "matmul+bias");
-        const int64_t rows = rows_of(next->comp), cols = cols_of(next->comp);
-        if (residual)
-            add(g, bench::onednn_add(rows, cols), {op.writes, next->reads[2], next->writes}, "add");
-        if (gelu) add(g, bench::onednn_gelu(rows, cols), {op.writes, next->writes}, "gelu");
-        return 2;
-    }
-    if (bench::is_softmax(c)) {
+        if (res) add(g, bench::onednn_add(e->m, e->n), {mid, op.reads[3], op.writes}, "add");
+        if (act) add(g, bench::onednn_gelu(e->m, e->n), {mid, op.writes}, "gelu");
+    } else if (const auto m = bench::strided_matmul(c)) {
+        add(g, bench::onednn_matmul(*m, false), {op.reads[0], op.reads[1], op.writes}, "matmul");
+    } else if (bench::is_softmax(c)) {
         add(g, bench::onednn_softmax(rows_of(c), cols_of(c)), {op.reads[0], op.writes}, "softmax");
     } else if (bench::is_layernorm(c)) {
         add(g, bench::onednn_layernorm(rows_of(c), cols_of(c)),
@@ -96,7 +86,6 @@ size_t OnednnLayer::Impl::wire(const std::vector<LayerOp> &ops, size_t i) {
         g.description += (g.description.empty() ? "" : " + ") +
                          fmt::format("no oneDNN primitive wired for {}", c.name);
     }
-    return 1;
 }
 
 OnednnLayer::OnednnLayer(const looptool::TransformerShape &, const std::vector<LayerOp> &ops,
@@ -104,7 +93,7 @@ OnednnLayer::OnednnLayer(const looptool::TransformerShape &, const std::vector<L
     : impl_(std::make_unique<Impl>(t)) {
     for (const auto &[name, n] : layer_tensor_sizes(ops))
         if (!t.count(name)) t[name] = looptool::TensorData(size_t(n), 0.f);
-    for (size_t i = 0; i < ops.size();) i += impl_->wire(ops, i);
+    for (const LayerOp &op : ops) impl_->wire(op);
 }
 
 OnednnLayer::~OnednnLayer() = default;

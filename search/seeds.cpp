@@ -312,9 +312,10 @@ std::vector<TuneSeed> with_parallel(const looptool::Computation &c, std::vector<
     return out;
 }
 
-/// `s` followed by `fuse` at the innermost legal level of the first nest (right above its first
-/// loop over the reduction: the epilogue then runs on each register tile), or nullopt where no
-/// level is legal (a k block outermost).
+/// `s` followed by `fuse` at the innermost legal level of the first nest where one is (the
+/// matmul's, after a copy of B where `pack` copies all of it first: right above its first loop
+/// over the reduction, so the epilogue runs on each register tile), or nullopt where no level
+/// is legal (a k block outermost).
 std::optional<TuneSeed> fused_variant(const looptool::Computation &c, const TuneSeed &s) {
     Program p = Program::naive(std::make_shared<const looptool::Computation>(c));
     try {
@@ -322,17 +323,18 @@ std::optional<TuneSeed> fused_variant(const looptool::Computation &c, const Tune
     } catch (const looptool::Error &) {
         return std::nullopt;
     }
-    for (int d = int(p.tree.nests[0].loops.size()) - 1; d >= 0; --d) {
-        const int at = p.tree.flat({0, d});
-        Program q = p;
-        q.cursor = at;
-        if (!looptool::is_legal(q, Action::Fuse)) continue;
-        TuneSeed out{s.name + " fused", s.actions};
-        const Action move = at < p.cursor ? Action::Up : Action::Down;
-        out.actions.insert(out.actions.end(), size_t(std::abs(at - p.cursor)), move);
-        out.actions.push_back(Action::Fuse);
-        return out;
-    }
+    for (int n = 0; n < int(p.tree.nests.size()); ++n)
+        for (int d = int(p.tree.nests[size_t(n)].loops.size()) - 1; d >= 0; --d) {
+            const int at = p.tree.flat({n, d});
+            Program q = p;
+            q.cursor = at;
+            if (!looptool::is_legal(q, Action::Fuse)) continue;
+            TuneSeed out{s.name + " fused", s.actions};
+            const Action move = at < p.cursor ? Action::Up : Action::Down;
+            out.actions.insert(out.actions.end(), size_t(std::abs(at - p.cursor)), move);
+            out.actions.push_back(Action::Fuse);
+            return out;
+        }
     return std::nullopt;
 }
 

@@ -38,12 +38,13 @@ Expr renamed(const Expr &e, const std::vector<int> &rename) {
     return r;
 }
 
-/// The consumer's statements, checked: `=` only, T read at one index of one variable per
-/// dimension (its variables returned in `cv`), which is also the element each statement writes;
+/// The consumer's statements, checked: `=` only, T read at one index, the one the producer
+/// writes or (`renamable`) one of one variable per dimension (its variables returned in `cv`),
+/// which is also the element each statement writes;
 /// a tensor the consumer writes is neither T nor read by the producer, and the consumer reads it
 /// only at that element.
 const char *check_consumer(const Computation &c, const Nest &cons, const Statement &ps,
-                           std::vector<int> &cv) {
+                           bool renamable, std::vector<int> &cv) {
     const int t = ps.out.tensor;
     const Access *first = nullptr;
     for (int s : cons.stmts) {
@@ -59,7 +60,9 @@ const char *check_consumer(const Computation &c, const Nest &cons, const Stateme
         }
     }
     if (!first) return "the next nest does not read this nest's output";
-    if (!one_var_per_dim(*first, cv))
+    if (first->index == ps.out.index)
+        cv = vars_of(ps.out);  // the element written, no renaming
+    else if (!renamable || !one_var_per_dim(*first, cv))
         return "the next nest reads the output other than at one variable per dimension";
     for (int s : cons.stmts) {
         const Statement &st = c.stmts[size_t(s)];
@@ -97,13 +100,31 @@ Nest consumer_nest(const Nest &prod, int depth, const std::vector<int> &tv,
     return n;
 }
 
+/// `flatten` and `pack` rewrite the computation's variables before any parallel mark. `pack`
+/// keeps a fused pair's shared loops alike (a cut applies to every nest), so it may pack the
+/// producer of a fused pair, not its epilogue (its copy would come between the two); one packed
+/// block at a time. `flatten` comes before `fuse` and `pack`'s blocks.
+const char *layout_rule(const Computation &c, const LoopTree &t, int before, Action a) {
+    if (a == Action::Pack && before > 0) return "the nest shares loops with the nest before it";
+    for (size_t n = 0; n < t.nests.size(); ++n) {
+        if (t.nests[n].shared > 0 && is_block_copy(c, t, int(n)))
+            return "the program has a packed block already";
+        if (t.nests[n].shared > 0 && a == Action::Flatten)
+            return "the program has a fused nest (flatten comes before fuse)";
+        if (t.nests[n].loops[0].parallel) return "the program has a parallel loop already";
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 const char *fuse_plan(const Program &p, int ni, int depth, FusePlan &plan) {
     const Computation &c = *p.comp;
     const LoopTree &t = p.tree;
     const Nest &prod = t.nests[size_t(ni)];
-    if (prod.shared > 0 || (ni > 0 && t.nests[size_t(ni - 1)].shared > 0))
+    // A packed block's copy before it may share its loops (a chain, attached_nests()).
+    if (prod.shared > 0 ||
+        (ni > 0 && t.nests[size_t(ni - 1)].shared > 0 && !is_block_copy(c, t, ni - 1)))
         return "the nest shares loops with another nest already";
     if (size_t(ni) + 1 >= t.nests.size()) return "no nest follows this one";
     const Nest &cons = t.nests[size_t(ni) + 1];
@@ -111,8 +132,11 @@ const char *fuse_plan(const Program &p, int ni, int depth, FusePlan &plan) {
     if (prod.stmts.size() != 1) return "the nest has more than one statement";
     const Statement &ps = c.stmts[size_t(prod.stmts[0])];
     std::vector<int> tv, cv;
-    if (!one_var_per_dim(ps.out, tv) || !is_identity_cover(c, ps.out))
+    // One variable per dimension, or a variable `pack` cut in two (T[m, 64 n_o + n_i]).
+    const bool renamable = one_var_per_dim(ps.out, tv) && is_identity_cover(c, ps.out);
+    if (!renamable && !is_exact_cover(c, ps.out))
         return "the nest does not write its whole output at one variable per dimension";
+    if (!renamable) tv = vars_of(ps.out);
     for (int d = 0; d <= depth; ++d)
         if (!contains(tv, prod.loops[size_t(d)].var))
             return "a loop at or above the cursor is over a reduction variable (the reduction "
@@ -120,7 +144,7 @@ const char *fuse_plan(const Program &p, int ni, int depth, FusePlan &plan) {
     if (depth + 1 >= int(prod.loops.size()))
         return "the cursor is on the innermost loop (the nest would keep no loop of its own)";
     if (prod.loops[0].parallel) return "the nest is parallel (fuse before parallel)";
-    if (const char *why = check_consumer(c, cons, ps, cv)) return why;
+    if (const char *why = check_consumer(c, cons, ps, renamable, cv)) return why;
 
     plan = {ni, depth, {}, false, consumer_nest(prod, depth, tv, cons.stmts)};
     plan.rename.resize(c.vars.size());
@@ -143,18 +167,19 @@ bool is_block_copy(const Computation &c, const LoopTree &t, int ni) {
 /// A packed block's copy nest and the loops it shares with its user (Nest::shared) stay as
 /// `pack` made them: a change to one side only would copy a block the other does not read. The
 /// loops a fused producer shares with its epilogue stay as `fuse` made them; the loops below
-/// them, each nest's own, may change.
+/// them, each nest's own, may change. `fuse` and `pack` leave the loops as they are (they only
+/// add a nest that shares them, or cut a variable in every nest alike): their own plans decide.
 const char *shared_loops_rule(const Computation &c, const LoopTree &t, LoopTree::Pos pos,
                               Action a) {
     if (a == Action::Up || a == Action::Down) return nullptr;
     const Nest &nest = t.nests[size_t(pos.nest)];
     const Loop &cur = nest.loops[size_t(pos.depth)];
     if (is_block_copy(c, t, pos.nest)) return "the loop belongs to the copy nest of a packed block";
-    const bool after = pos.nest > 0 && t.nests[size_t(pos.nest - 1)].shared > 0;
-    const int shared = nest.shared > 0 ? nest.shared
-                       : after         ? t.nests[size_t(pos.nest - 1)].shared
-                                       : 0;
-    const char *why = after && is_block_copy(c, t, pos.nest - 1)
+    const int before = pos.nest > 0 ? t.nests[size_t(pos.nest - 1)].shared : 0;
+    if (a == Action::Fuse) return nullptr;
+    if (a == Action::Flatten || a == Action::Pack) return layout_rule(c, t, before, a);
+    const int shared = std::max(nest.shared, before);
+    const char *why = pos.depth < before && is_block_copy(c, t, pos.nest - 1)
                           ? "the loop is shared with the copy nest of a packed block"
                           : "the loop is shared with a fused nest";
     if (pos.depth < shared || (shared > 0 && a == Action::SwapUp && pos.depth == shared))
@@ -165,15 +190,6 @@ const char *shared_loops_rule(const Computation &c, const LoopTree &t, LoopTree:
                 if (d < shared) return why;
                 break;
             }
-    if (a == Action::Flatten || a == Action::Pack)
-        for (size_t n = 0; n < t.nests.size(); ++n) {
-            if (t.nests[n].shared > 0)
-                return is_block_copy(c, t, int(n))
-                           ? "the program has a packed block already"
-                           : "the program has a fused nest (flatten and pack come before fuse)";
-            // Both rewrite the computation's variables; parallel marks come after them.
-            if (t.nests[n].loops[0].parallel) return "the program has a parallel loop already";
-        }
     return nullptr;
 }
 

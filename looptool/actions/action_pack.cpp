@@ -294,10 +294,11 @@ int cut_nests(const Program &p, const PackPlan &plan, const CutVars &cv, LoopTre
     for (size_t ni = 0; ni < p.tree.nests.size(); ++ni) {
         const Nest &n = p.tree.nests[ni];
         Nest m;
-        m.shared = n.shared;
         for (int s : n.stmts) m.stmts.push_back(s + 1);
         for (size_t d = 0; d < n.loops.size(); ++d) {
             if (int(ni) == plan.nest && int(d) == plan.depth) at = int(m.loops.size());
+            // A fused pair's shared loops, once cut (a loop may become two, alike in both).
+            if (int(d) == n.shared) m.shared = int(m.loops.size());
             const Loop &l = n.loops[d];
             const int lo = cv.inner_var[size_t(l.var)];
             if (lo < 0) {

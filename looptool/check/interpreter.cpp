@@ -9,6 +9,7 @@
 #include <random>
 
 #include "looptool/ir/error.h"
+#include "looptool/ir/nest_chain.h"
 
 namespace looptool {
 
@@ -132,14 +133,16 @@ struct ScheduleRunner {
     Buffers &b;
     std::vector<int64_t> inner;  // inner coverage per depth
     std::vector<int64_t> idx, avail;
-    ScheduleRunner *before = nullptr;  // a nest sharing this one's outer loops (Nest::shared)
+    /// The nests run inside this one's loops (attached_nests), each at its depth.
+    std::vector<std::pair<size_t, ScheduleRunner *>> before;
 
     void run(size_t depth) {
-        if (before && depth == size_t(before->nest.shared)) {
-            before->idx = idx;
-            before->avail = avail;
-            before->run(depth);
-        }
+        for (auto &[d, r] : before)
+            if (d == depth) {
+                r->idx = idx;
+                r->avail = avail;
+                r->run(depth);
+            }
         if (depth == nest.loops.size()) {
             for (int s : nest.stmts) exec_stmt_float(c, c.stmts[size_t(s)], b, idx);
             return;
@@ -175,18 +178,18 @@ void run_schedule(const Program &p, Buffers &b) {
             std::fill(b.data[t].begin(), b.data[t].end(), reduce_identity(k));
     std::vector<ScheduleRunner> runners;
     for (const auto &nest : p.tree.nests) {
-        ScheduleRunner r{c, nest, b, {}, std::vector<int64_t>(c.vars.size(), 0), {}};
+        ScheduleRunner r{c, nest, b, {}, std::vector<int64_t>(c.vars.size(), 0), {}, {}};
         for (size_t d = 0; d < nest.loops.size(); ++d)
             r.inner.push_back(inner_coverage(nest, int(d)));
         r.avail.resize(c.vars.size());
         for (size_t v = 0; v < c.vars.size(); ++v) r.avail[v] = c.vars[v].extent;
         runners.push_back(std::move(r));
     }
-    for (size_t n = 0; n < runners.size(); ++n) {
-        if (p.tree.nests[n].shared) continue;  // runs inside the next nest's shared loops
-        if (n > 0 && p.tree.nests[n - 1].shared) runners[n].before = &runners[n - 1];
-        runners[n].run(0);
-    }
+    for (size_t n = 0; n < runners.size(); ++n)
+        for (const Attached &a : attached_nests(p.tree, int(n)))
+            runners[n].before.push_back({size_t(a.depth), &runners[size_t(a.nest)]});
+    for (size_t n = 0; n < runners.size(); ++n)
+        if (!p.tree.nests[n].shared) runners[n].run(0);  // the others run inside a later nest
 }
 
 }  // namespace looptool

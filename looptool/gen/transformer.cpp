@@ -6,6 +6,7 @@
 
 #include "looptool/formats/text_format.h"
 #include "looptool/gen/attention.h"
+#include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/ir/loop_tree.h"
 #include "looptool/ir/row_ops.h"
@@ -49,19 +50,6 @@ Computation make_bias_add(int64_t rows, int64_t cols, bool residual, std::string
     return c;
 }
 
-Computation make_bias_gelu(int64_t rows, int64_t cols, std::string name) {
-    Computation c = epilogue_base(
-        rows, cols, name.empty() ? fmt::format("bias_gelu{}_{}", rows, cols) : std::move(name));
-    c.tensors.push_back({"Y", {rows, cols}, TensorKind::Output});
-    const Expr x = bin(OpKind::Add, rd(0, {0, 1}), rd(1, {1}));
-    const Expr inner = Expr::unary(OpKind::Erf, bin(OpKind::Mul, x, Expr::constant(0.7071067812f)));
-    const Expr half_x = bin(OpKind::Mul, x, Expr::constant(0.5f));
-    c.stmts.push_back({Access{2, {Affine::of_var(0), Affine::of_var(1)}}, ReduceKind::None,
-                       bin(OpKind::Mul, half_x, bin(OpKind::Add, Expr::constant(1), inner))});
-    c.validate();
-    return c;
-}
-
 std::vector<TransformerShape> transformer_shapes() {
     return {{"bert-base-128", 128, 768, 12, 3072},
             {"bert-base-384", 384, 768, 12, 3072},
@@ -90,20 +78,17 @@ std::vector<LayerOp> transformer_layer(const TransformerShape &s) {
         throw Error(
             fmt::format("transformer {}: hidden {} is not a multiple of {} heads", s.name, e, h));
     std::vector<LayerOp> ops;
-    auto mm = [&](const char *group, const std::string &name, int64_t n, int64_t k,
-                  const std::string &in, const std::string &w, const std::string &out) {
-        ops.push_back({group, make_matmul(t, n, k, name), {in, w}, out});
+    // A projection and its epilogue, one program: T = in . w, then out = epilogue(T).
+    auto proj = [&](const char *group, const std::string &name, int64_t n, int64_t k,
+                    const Epilogue &ep, std::vector<std::string> reads, const std::string &out) {
+        ops.push_back(
+            {group, make_matmul_epilogue(t, n, k, ep, name), std::move(reads), out, true});
     };
-    auto bias = [&](const char *group, const std::string &name, int64_t n, const std::string &in,
-                    const std::string &b, const std::string &res, const std::string &out) {
-        std::vector<std::string> reads{in, b};
-        if (!res.empty()) reads.push_back(res);
-        ops.push_back({group, make_bias_add(t, n, !res.empty(), name), reads, out, true});
-    };
+    const Epilogue bias{true, Activation::None, false}, gelu{true, Activation::Gelu, false},
+        residual{true, Activation::None, true};
     for (const char *x : {"q", "k", "v"}) {
         const std::string p = x;
-        mm("qkv", p + "_proj", e, e, "x", "w" + p, p + "0");
-        bias("qkv", p + "_bias", e, p + "0", "b" + p, "", p);
+        proj("qkv", p + "_proj", e, e, bias, {"x", "w" + p, "b" + p}, p);
     }
     ops.push_back(
         {"scores", make_scores(1, h, t, d, HeadLayout::TokenMajor, "scores"), {"q", "k"}, "s"});
@@ -112,13 +97,10 @@ std::vector<LayerOp> transformer_layer(const TransformerShape &s) {
                    make_context(1, h, t, d, HeadLayout::TokenMajor, "context"),
                    {"p", "v"},
                    "ctx"});
-    mm("out", "out_proj", e, e, "ctx", "wo", "o0");
-    bias("out", "out_bias_residual", e, "o0", "bo", "x", "h1");
+    proj("out", "out_proj", e, e, residual, {"ctx", "wo", "bo", "x"}, "h1");
     ops.push_back({"ln1", make_layernorm(t, e, "ln1"), {"h1", "g1", "b1"}, "n1"});
-    mm("ffn_up", "ffn_up", f, e, "n1", "w1", "f0");
-    ops.push_back({"ffn_up", make_bias_gelu(t, f, "ffn_bias_gelu"), {"f0", "c1"}, "f1", true});
-    mm("ffn_down", "ffn_down", e, f, "f1", "w2", "f2");
-    bias("ffn_down", "ffn_bias_residual", e, "f2", "c2", "n1", "h2");
+    proj("ffn_up", "ffn_up", f, e, gelu, {"n1", "w1", "c1"}, "f1");
+    proj("ffn_down", "ffn_down", e, f, residual, {"f1", "w2", "c2", "n1"}, "h2");
     ops.push_back({"ln2", make_layernorm(t, e, "ln2"), {"h2", "g2", "b2"}, "y"});
     return ops;
 }

@@ -151,8 +151,6 @@ void check_shared_loops(const LoopTree &t, size_t ni) {
     if (ni + 1 == t.nests.size())
         throw Error(fmt::format("nest {}: shares loops but no nest follows", ni));
     const Nest &next = t.nests[ni + 1];
-    if (next.shared > 0)
-        throw Error(fmt::format("nest {}: shares loops with a nest that shares its own", ni));
     if (int(next.loops.size()) <= nest.shared)
         throw Error(fmt::format("nest {}: the next nest has no loops of its own", ni));
     for (int d = 0; d < nest.shared; ++d)

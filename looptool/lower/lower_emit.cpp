@@ -174,10 +174,11 @@ void NestEmitter::emit_transpose(const Transpose &t, const State &st) {
 }
 
 void NestEmitter::emit(size_t d, State st) {
-    if (before_ && d == size_t(before_->nest.shared)) {
-        rebase(st);
-        emit_before(d, st);
-    }
+    for (const auto &[depth, j] : attached_)
+        if (depth == d) {
+            if (writes_block(j)) rebase(st);
+            emit_before(j, d, st);
+        }
     if (d == plan_.nest.loops.size()) {
         emit_stmts(st, -1, 1);
         return;
@@ -243,10 +244,12 @@ void NestEmitter::emit(size_t d, State st) {
 // Fallback for nests whose static expansion would be too large: plain scalar loops with
 // run-time trip counts and flat addressing, ignoring unroll/vectorize.
 void NestEmitter::emit_generic(size_t d, std::vector<Value *> idx, std::vector<Value *> avail) {
-    if (before_ && d == size_t(before_->nest.shared)) {
-        block_start_ = idx;
-        NestEmitter inner(c_, *before_, earlier_, body_, b_, zero_started_, sum_);
-        inner.block_start_ = idx;
+    for (const auto &[depth, j] : attached_) {
+        if (depth != d) continue;
+        // A block-relative slot counts from where its copy's shared loops end.
+        if (writes_block(j)) block_start_ = idx;
+        NestEmitter inner = chained(j);
+        inner.block_start_ = block_start_;
         inner.emit_generic(d, idx, avail);
     }
     if (d == plan_.nest.loops.size()) {

@@ -11,6 +11,7 @@
 #include <llvm/IR/MDBuilder.h>
 
 #include <algorithm>
+#include <climits>
 #include <functional>
 #include <map>
 #include <memory>
@@ -55,18 +56,16 @@ inline int64_t gcd64(int64_t a, int64_t b) { return std::gcd(a < 0 ? -a : a, b <
 /// state is the builder's position and the static context passed down the walk.
 class NestEmitter {
 public:
-    /// `before`: the plans of the nests that share this one's first loops (Nest::shared), the
-    /// nearest first, emitted inside them (the nearest itself emits the one before it, and so on).
+    /// `before`: the plans of the chain of nests before this one that share loops, each with
+    /// the next (Nest::shared), the nearest first. This nest emits those attached to it
+    /// (attached_nests) where their shared loops end; each of them emits its own in turn.
     /// `threads` > 1: a parallel outermost loop runs on the JIT's thread pool (run_parallel).
     NestEmitter(const Computation &c, const NestPlan &plan, std::vector<const NestPlan *> before,
                 const KernelBody &body, IRBuilder<> &b, std::vector<bool> &zero_started,
                 LoweringSummary &sum, int threads = 1)
         : c_(c),
           plan_(plan),
-          before_(before.empty() ? nullptr : before[0]),
-          earlier_(before.empty()
-                       ? before
-                       : std::vector<const NestPlan *>(before.begin() + 1, before.end())),
+          chain_(before),
           slots_(plan.slots),
           body_(body),
           b_(b),
@@ -74,6 +73,13 @@ public:
           zero_started_(zero_started),
           sum_(sum),
           threads_(threads) {
+        // attached_nests()'s rule over the chain: chain_[j] is the nest j + 1 before this one.
+        int least = INT_MAX;
+        for (size_t j = 0; j < chain_.size(); ++j) {
+            const int s = chain_[j]->nest.shared;
+            if (s < least && s >= plan.nest.shared) attached_.push_back({size_t(s), j});
+            least = std::min(least, s);
+        }
         for (const NestPlan *p : before)
             slots_.insert(slots_.end(), p->slots.begin(), p->slots.end());
         f32_ = Type::getFloatTy(ctx_);
@@ -82,7 +88,7 @@ public:
     }
 
     void run() {
-        if (threads_ > 1 && plan_.nest.loops[0].parallel && !before_) {
+        if (threads_ > 1 && plan_.nest.loops[0].parallel && chain_.empty()) {
             run_parallel();
             return;
         }
@@ -112,16 +118,32 @@ private:
     void run_parallel();
     /// In the outlined function: the iterations [body_.begin, body_.end) of the outermost loop.
     void emit_chunk_range();
-    /// At the end of the shared loops: the nest that shares them, in the same context.
-    void emit_before(size_t d, const State &st) {
-        NestEmitter inner(c_, *before_, earlier_, body_, b_, zero_started_, sum_);
+    /// The emitter of chain_[j], with the nests before it.
+    NestEmitter chained(size_t j) const {
+        return NestEmitter(
+            c_, *chain_[j],
+            std::vector<const NestPlan *>(chain_.begin() + std::ptrdiff_t(j) + 1, chain_.end()),
+            body_, b_, zero_started_, sum_);
+    }
+    /// Whether chain_[j] is a packed block's copy: it writes a block-relative slot.
+    bool writes_block(size_t j) const {
+        for (int s : chain_[j]->out_slot)
+            if (chain_[j]->slots[size_t(s)].block_relative) return true;
+        return false;
+    }
+    /// At the end of chain_[j]'s shared loops: chain_[j], in the same context (its slots and
+    /// those of the nests before it are the last of slots_).
+    void emit_before(size_t j, size_t d, const State &st) {
+        NestEmitter inner = chained(j);
         State s2;
         s2.avail = st.avail;
         s2.stat = st.stat;
-        const size_t own = plan_.slots.size();
-        s2.ptr.assign(st.ptr.begin() + std::ptrdiff_t(own), st.ptr.end());
-        s2.mult.assign(st.mult.begin() + std::ptrdiff_t(own), st.mult.end());
-        s2.bias.assign(st.bias.begin() + std::ptrdiff_t(own), st.bias.end());
+        size_t first = plan_.slots.size();
+        for (size_t i = 0; i < j; ++i) first += chain_[i]->slots.size();
+        const auto from = std::ptrdiff_t(first);
+        s2.ptr.assign(st.ptr.begin() + from, st.ptr.end());
+        s2.mult.assign(st.mult.begin() + from, st.mult.end());
+        s2.bias.assign(st.bias.begin() + from, st.bias.end());
         inner.emit(d, s2);
     }
     /// Where the shared loops end: the block-relative slots of both nests point at their
@@ -202,8 +224,9 @@ private:
 
     const Computation &c_;
     const NestPlan &plan_;
-    const NestPlan *before_;
-    std::vector<const NestPlan *> earlier_;  ///< the nests before_ emits inside its shared loops
+    std::vector<const NestPlan *> chain_;  ///< the nests before this one sharing loops
+    /// The nests of chain_ this one emits: (depth, index in chain_), outermost first.
+    std::vector<std::pair<size_t, size_t>> attached_;
     /// This nest's slots, then those of the nests emitted inside its shared loops: the shared
     /// loops advance the pointers of all.
     std::vector<Slot> slots_;
