@@ -152,6 +152,33 @@ const std::vector<ConvSeedRule> kConvRules = {
 };
 // clang-format on
 
+/// Each seed of `seeds` that ends with `pack` under an outer loop, with the pack moved to the
+/// outermost loop of its nest instead: the copy nest then shares no loop with the conv's and
+/// both can be `parallel` (parallel_rule() refuses a shared loop), each thread packing its own
+/// output channels' weights. The copy is the same; only the block just packed is no longer
+/// hot in the cache when the tile reads it. Only their parallel variants are seeds.
+std::vector<TuneSeed> packed_on_top(const looptool::Computation &c,
+                                    const std::vector<TuneSeed> &seeds) {
+    std::vector<TuneSeed> out;
+    const Program naive = Program::naive(std::make_shared<const looptool::Computation>(c));
+    for (const TuneSeed &s : seeds) {
+        if (s.actions.empty() || s.actions.back() != Action::Pack) continue;
+        TuneSeed top{s.name + " packed on top", {s.actions.begin(), s.actions.end() - 1}};
+        Program p = naive;
+        try {
+            for (Action a : top.actions) p = looptool::apply(p, a);
+        } catch (const looptool::Error &) {
+            continue;
+        }
+        const int depth = p.tree.pos(p.cursor).depth;
+        if (depth == 0) continue;  // packed there already
+        top.actions.insert(top.actions.end(), size_t(depth), Action::Up);
+        top.actions.push_back(Action::Pack);
+        out.push_back(std::move(top));
+    }
+    return out;
+}
+
 std::vector<TuneSeed> conv_seeds(const looptool::Computation &c, const ConvShape &cs,
                                  bool row_band) {
     std::vector<TuneSeed> candidates;
@@ -298,8 +325,8 @@ std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const T
     return out;
 }
 
-/// With threads > 1, the parallel variants (parallel_variant) of `bands` and then of each seed
-/// first, then the seeds.
+/// With threads > 1, the parallel variants (parallel_variant) of `bands` (seeds offered only
+/// parallel: column bands, packs on top) and then of each seed first, then the seeds.
 std::vector<TuneSeed> with_parallel(const looptool::Computation &c, std::vector<TuneSeed> seeds,
                                     int threads, const std::vector<TuneSeed> &bands = {}) {
     if (threads < 2) return seeds;
@@ -433,8 +460,12 @@ bool band_hides_row_sweeps(const ConvShape &whole) {
 
 std::vector<TuneSeed> tune_seeds(const looptool::Computation &c, int limit,
                                  const looptool::ActionSpace &space, bool row_band, int threads) {
-    if (const auto cs = conv_shape(c))
-        return applicable(c, with_parallel(c, conv_seeds(c, *cs, row_band), threads), limit, space);
+    if (const auto cs = conv_shape(c)) {
+        std::vector<TuneSeed> seeds = conv_seeds(c, *cs, row_band);
+        const std::vector<TuneSeed> top =
+            threads > 1 ? packed_on_top(c, seeds) : std::vector<TuneSeed>{};
+        return applicable(c, with_parallel(c, std::move(seeds), threads, top), limit, space);
+    }
     if (const auto s = matmul_shape(c)) {
         MatmulSeeds m = matmul_seeds(c, *s, threads);
         return applicable(c, with_parallel(c, std::move(m.seeds), threads, m.bands), limit, space);

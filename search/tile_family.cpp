@@ -1,5 +1,5 @@
-// The `tile` template's families (matmul, conv2d): which tiles, blocks and loop orders it tries.
-// tries.
+// The `tile` template's families (matmul and conv): which register tiles, blocks and loop orders
+// it tries.
 #include "search/tile_schedules.h"
 
 #include <fmt/format.h>
@@ -47,6 +47,14 @@ std::vector<TileSchedule> schedule_family(int64_t m, int64_t n, int64_t k, bool 
                 f.push_back({tm, tn, 0, outer, true, 0, false, true});
     }
     return f;
+}
+
+std::string ConvTileSchedule::name() const {
+    const std::string blocks = cb > 0 ? fmt::format(" c{}", cb) : "";
+    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack{}", tm, th, tw, blocks);
+    if (vector_m) return fmt::format("conv {}x{} vm pack{}", tm, tw, blocks);
+    return fmt::format("conv {}x{} {}{}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "",
+                       parallel ? " parallel" : "");
 }
 
 std::vector<ConvTileSchedule> conv_schedule_family(int64_t co, int64_t wo, int64_t hw,

@@ -152,13 +152,6 @@ std::vector<Action> tile_actions(const looptool::Computation &c, const TileSched
     return b.take();
 }
 
-std::string ConvTileSchedule::name() const {
-    const std::string blocks = cb > 0 ? fmt::format(" c{}", cb) : "";
-    if (vector_m && th > 1) return fmt::format("conv {}x{}x{} vm pack{}", tm, th, tw, blocks);
-    if (vector_m) return fmt::format("conv {}x{} vm pack{}", tm, tw, blocks);
-    return fmt::format("conv {}x{} {}{}", tm, tw, flat ? "flat" : outer, pack ? " pack" : "");
-}
-
 namespace {
 
 // The vars of a conv2d by role: T[n, m, ho, wo] += X[n, c, s ho + kh, s wo + kw] * W[m, c, kh, kw],
@@ -341,6 +334,22 @@ int64_t conv_band_rows(const looptool::Computation &c, double flops) {
     return 2 * rows <= ho ? rows : 0;
 }
 
+namespace {
+
+// ConvTileSchedule::parallel: the channel blocks (m_o, just split off) moved to the top of the
+// compute nest and marked parallel, before the rest of the tile is built below them.
+void parallel_channel_blocks(Builder &b, int cn, const ConvVars &v, const ConvTileSchedule &s,
+                             bool m_split) {
+    if (!m_split || s.pack || s.vector_m || (!s.flat && s.outer != "mh"))
+        throw looptool::Error("a parallel conv tile is unpacked, mh or flat, with m split");
+    int d = b.depth_of(cn, v.m, 0);
+    b.go(b.flat(cn, d));
+    for (; d > 0; --d) b.act(Action::SwapUp);
+    b.act(Action::Parallel);
+}
+
+}  // namespace
+
 std::vector<Action> conv_tile_actions(const looptool::Computation &c, const ConvTileSchedule &s) {
     auto v = conv_vars(c);
     if (!v) throw looptool::Error(fmt::format("{} is not a conv2d from make_conv2d", c.name));
@@ -366,6 +375,7 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     auto extent = [&](int var) { return b.comp().vars[size_t(var)].extent; };
     ConvSplits split;
     split.m = b.split(cn, v->m, s.tm, extent(v->m));
+    if (s.parallel) parallel_channel_blocks(b, cn, *v, s, split.m);
     split.wo = b.split(cn, v->wo, s.tw, extent(v->wo));
     split.ho = s.vector_m && s.th > 1 && b.split(cn, v->ho, s.th, extent(v->ho));
     if (s.cb > 0 && !s.vector_m) throw looptool::Error("channel blocks are for vector_m tiles");
@@ -373,7 +383,9 @@ std::vector<Action> conv_tile_actions(const looptool::Computation &c, const Conv
     if (s.cb > 0 && !split.c)  // the same schedule as the member without blocks
         throw looptool::Error(
             fmt::format("blocks of {} cover all {} input channels", s.cb, extent(v->c)));
-    move_into_order(b, cn, conv_tile_order(*v, s, split));
+    std::vector<LoopId> order = conv_tile_order(*v, s, split);
+    if (s.parallel) std::swap(order[0], order[1]);  // m_o above n
+    move_into_order(b, cn, order);
     const LoopId m_i{v->m, split.m ? 1 : 0}, wo_i{v->wo, split.wo ? 1 : 0};
     const int du = s.vector_m ? b.depth_of(cn, v->wo, wo_i.level) : b.depth_of(cn, v->m, m_i.level);
     if (b.loop(cn, du).size > 1) {
@@ -443,10 +455,15 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
     // members only where the action space has `pack`.
     const bool layout = env.action_space().index_of(Action::Pack) >= 0;
     std::vector<std::function<std::vector<Action>()>> family;
+    const bool parallel =
+        env.config().threads > 1 && env.action_space().index_of(Action::Parallel) >= 0;
     if (conv) {
         const ConvShape cs = *conv_shape(c);
-        for (const ConvTileSchedule &s : conv_schedule_family(cs.co, cs.wo, cs.hw, layout))
+        for (ConvTileSchedule s : conv_schedule_family(cs.co, cs.wo, cs.hw, layout)) {
             family.push_back([&c, s] { return conv_tile_actions(c, s); });
+            s.parallel = true;  // where the tile allows it (else not expressible)
+            if (parallel) family.push_back([&c, s] { return conv_tile_actions(c, s); });
+        }
     } else {
         const auto r = *looptool::generated_matmul(c);
         for (const TileSchedule &s :
@@ -457,9 +474,8 @@ SearchResult tile_template(Environment &env, const looptool::Program &start,
     // Above one thread, each member also with the naive nest's outermost loop made parallel
     // first (the cursor starts there; splits keep the mark on the outer part): after the tile,
     // the walk back up to it would not fit in an agent's episode. A member that then moves
-    // that loop down, or unrolls it, has no such variant.
-    const bool parallel =
-        env.config().threads > 1 && env.action_space().index_of(Action::Parallel) >= 0;
+    // that loop down, or unrolls it, has no such variant. (A conv of one image: its own
+    // parallel members above.)
     for (const auto &make : family) {
         if (state.out_of_time()) break;
         std::vector<Action> actions;

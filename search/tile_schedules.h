@@ -90,6 +90,11 @@ struct ConvTileSchedule {
     /// pixels of one tile fall in one L1 and one L2 set, and a tile summing 128 of them misses
     /// both; cb of them fit the sets' ways.
     int cb = 0;
+    /// Above one thread (unpacked "mh" or flat tiles whose output channels split): the
+    /// channel-block loop moved above the batch loop and made `parallel` right after the split,
+    /// so an agent's episode reaches the mark within its first steps (a batch of one leaves the
+    /// naive nest's outermost loop nothing to split).
+    bool parallel = false;
     std::string name() const;  // e.g. "conv 8x32 mh", "conv 8x32 flat", "conv 16x16 hm pack"
 };
 

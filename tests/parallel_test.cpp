@@ -96,6 +96,25 @@ TEST(Parallel, LegalOnAnOutermostLoopThatIndexesEveryWrittenTensor) {
     EXPECT_NE(why(apply_all(rows, "down, swap_up"), 0), nullptr);  // r outermost
 }
 
+// A variable in blocks (the outer part of one `pack` cut): its coefficient above the span of
+// the other terms, so two of its values index disjoint elements; not when the blocks overlap.
+TEST(Parallel, LegalOverBlocksThatDoNotOverlap) {
+    auto blocks = [](int inner) {
+        return parse_program(
+            fmt::format("looptool-program 1\nname b\nvar o 4\nvar i {}\n"
+                        "tensor X input 4 {}\ntensor Y output {}\n"
+                        "stmt Y[3*o+i] = X[o, i]\nnest 0\nloop o 4 0\n"
+                        "loop i {} 0\ncursor 0\n",
+                        inner, inner, 9 + inner, inner));
+    };
+    EXPECT_EQ(why(blocks(3), 0), nullptr);
+    EXPECT_TRUE(matches_reference(jit_with(2), parallel_at(blocks(3), 0)));
+    EXPECT_EQ(why(blocks(2), 0), nullptr);    // gaps between the blocks
+    const char *overlap = why(blocks(4), 0);  // Y[3] is o = 0's and o = 1's
+    ASSERT_NE(overlap, nullptr);
+    EXPECT_NE(std::string(overlap).find("a reduction over it would race"), std::string::npos);
+}
+
 TEST(Parallel, RefusesWhatWouldBreakIt) {
     Program p = parallel_at(tests::matmul_program(16, 32, 8), 0);
     EXPECT_STREQ(why_illegal(p, Action::Parallel), "the loop is already parallel");
@@ -406,6 +425,59 @@ TEST(Parallel, ConvSeedsOfOneImageComeWithParallelVariants) {
         EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
     }
     EXPECT_GT(variants, 0);
+}
+
+// A packed conv tile's copy nest shares the channel-block loop with the conv's, and no shared
+// loop may be parallel; above one thread each such seed also comes with W packed above every
+// loop instead: a copy nest of its own, both nests' outermost loops parallel.
+TEST(Parallel, PackedConvSeedsComeWithTheirPackOnTopInParallel) {
+    const Program conv = naive(make_conv2d(1, 16, 18, 18, 32, 3, 3));
+    const ActionSpace full = ActionSpace::preset("full");
+    for (const auto &s : looptune::tune_seeds(conv.computation(), 200, full))
+        EXPECT_EQ(s.name.find("packed on top"), std::string::npos) << s.name;
+    int top = 0;
+    for (const auto &s : looptune::tune_seeds(conv.computation(), 200, full, false, 2)) {
+        if (s.name.find("packed on top parallel") == std::string::npos) continue;
+        ++top;
+        Program p = conv;
+        for (Action a : s.actions) p = apply(p, a);
+        int parallel = 0;
+        for (const auto &nest : p.tree.nests) {
+            EXPECT_EQ(nest.shared, 0) << s.name << "\n" << dump(p);
+            parallel += nest.loops[0].parallel;
+        }
+        EXPECT_GE(parallel, 2) << s.name << "\n" << dump(p);
+        EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name;
+    }
+    EXPECT_GT(top, 0);
+}
+
+// The tile template's parallel conv members: the channel blocks above the batch loop and
+// parallel within a 16-action episode, the rest of the tile below them; unpacked `mh` and
+// flat tiles only.
+TEST(Parallel, ParallelConvTilesMarkTheChannelBlocksEarly) {
+    const Program conv = naive(make_conv2d(1, 8, 12, 36, 32, 3, 3));
+    int members = 0;
+    for (looptune::ConvTileSchedule s : looptune::conv_schedule_family(32, 34, 0, true)) {
+        s.parallel = true;
+        std::vector<Action> actions;
+        try {
+            actions = looptune::conv_tile_actions(conv.computation(), s);
+        } catch (const Error &) {
+            EXPECT_TRUE(s.pack || s.vector_m || s.outer != "mh" || s.tm >= 32) << s.name();
+            continue;
+        }
+        ++members;
+        const auto at = std::find(actions.begin(), actions.end(), Action::Parallel);
+        ASSERT_NE(at, actions.end()) << s.name();
+        EXPECT_LT(at - actions.begin(), 16) << s.name();  // within a policy's episode
+        Program p = conv;
+        for (Action a : actions) p = apply(p, a);
+        EXPECT_TRUE(p.tree.nests[0].loops[0].parallel) << s.name() << "\n" << dump(p);
+        EXPECT_TRUE(p.tree.nests[0].loops.back().vectorize) << s.name();
+        EXPECT_TRUE(matches_reference(jit_with(2), p)) << s.name();
+    }
+    EXPECT_GE(members, 3);
 }
 
 // A decode-time matmul (m = 1): its streaming seeds have the k block outermost, a reduction no

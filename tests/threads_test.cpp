@@ -118,29 +118,49 @@ TEST(Threads, TuneOnTwoThreadsTakesTheThreadsPolicyAndVerifies) {
     }
 }
 
+namespace {
+
+/// Whether the shipped threads policy's greedy rollout from c's naive nest marks a loop
+/// parallel (and the final program keeps the mark).
+bool rollout_is_parallel(const Computation &c) {
+    static const looptune::Policy policy = looptune::Policy::load(looptune::shipped_policy_path(2));
+    looptune::EnvConfig cfg;
+    cfg.measure_enabled = false;
+    cfg.threads = 2;
+    looptune::Environment env(policy.env_config(cfg));
+    env.reset(Program::naive(std::make_shared<Computation>(c)));
+    bool parallel = false;
+    while (env.steps_taken() < env.config().max_steps) {
+        const int a = policy.act(env);
+        if (a < 0) break;
+        parallel = parallel || env.action_space().actions[size_t(a)] == Action::Parallel;
+        env.step_index(a);
+    }
+    return parallel && dump(env.program()).find("parallel") != std::string::npos;
+}
+
+}  // namespace
+
 // The shipped threads policy chooses the parallel loop itself: its greedy rollout alone (no
 // seeds; no kernel runs, the observation holds no GFLOPS) on 2 threads marks a loop of medium
-// matmuls parallel, and not of these tiny ones, where a pool's dispatch costs more than it shares
-// (8x8x8 and 16x16x16 it still makes parallel; tune measures what a rollout reaches).
+// matmuls parallel, and not of these tiny ones, where a pool's dispatch costs more than it
+// shares (8x8x8 it still marks, on its write nest; tune measures what a rollout reaches).
 TEST(Threads, TheThreadsPolicysGreedyRolloutParallelizesMediumMatmulsOnly) {
-    const looptune::Policy policy = looptune::Policy::load(looptune::shipped_policy_path(2));
-    looptune::EnvConfig c;
-    c.measure_enabled = false;
-    c.threads = 2;
-    looptune::Environment env(policy.env_config(c));
-    auto rollout_is_parallel = [&](int64_t m, int64_t n, int64_t k) {
-        env.reset(Program::naive(std::make_shared<Computation>(make_matmul(m, n, k))));
-        bool parallel = false;
-        while (env.steps_taken() < env.config().max_steps) {
-            const int a = policy.act(env);
-            if (a < 0) break;
-            parallel = parallel || env.action_space().actions[size_t(a)] == Action::Parallel;
-            env.step_index(a);
-        }
-        return parallel && dump(env.program()).find("parallel") != std::string::npos;
-    };
     for (auto [m, n, k] : {std::array<int64_t, 3>{128, 128, 128}, {256, 256, 256}, {192, 160, 224}})
-        EXPECT_TRUE(rollout_is_parallel(m, n, k)) << m << "x" << n << "x" << k;
-    for (auto [m, n, k] : {std::array<int64_t, 3>{32, 32, 32}, {12, 17, 5}, {2, 6, 28}})
-        EXPECT_FALSE(rollout_is_parallel(m, n, k)) << m << "x" << n << "x" << k;
+        EXPECT_TRUE(rollout_is_parallel(make_matmul(m, n, k))) << m << "x" << n << "x" << k;
+    for (auto [m, n, k] :
+         {std::array<int64_t, 3>{16, 16, 16}, {32, 32, 32}, {12, 17, 5}, {2, 6, 28}})
+        EXPECT_FALSE(rollout_is_parallel(make_matmul(m, n, k))) << m << "x" << n << "x" << k;
+}
+
+// Conv layers of one image (shapes of the training mix's grid, none of datasets/conv_layers):
+// the rollout parallelizes them too, though the naive nest's outermost loop (the batch of
+// one) cannot be.
+TEST(Threads, TheThreadsPolicysGreedyRolloutParallelizesConvLayers) {
+    for (auto [ci, h, co, k] : {std::array<int64_t, 4>{64, 30, 64, 3},
+                                {32, 16, 128, 3},
+                                {128, 16, 64, 1},
+                                {16, 58, 32, 5}})
+        EXPECT_TRUE(rollout_is_parallel(make_conv2d(1, ci, h, h, co, k, k)))
+            << ci << " channels " << h << "x" << h << " -> " << co << ", " << k << "x" << k;
 }

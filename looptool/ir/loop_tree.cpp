@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "looptool/ir/error.h"
@@ -189,21 +190,31 @@ void check_nest_stmts(const Computation &c, const Nest &nest, size_t ni, std::ve
 }  // namespace
 
 namespace {
-// The dimension of `a` indexed by `var` alone (other terms only over variables of extent 1):
-// (dimension, coefficient, offset), or dimension -1.
+// The dimension of `a` whose index `var` moves by more than all its other terms together can:
+// var alone (other terms only over variables of extent 1), or var as the outer part of a
+// variable `pack` cut in two (tm * m_o + m_i). Two values of var then index disjoint elements
+// there. (dimension, that index without its extent-1 terms), or dimension -1.
 struct OwnDim {
     int dim = -1;
-    int64_t coef = 0, offset = 0;
+    Affine index;
     bool operator==(const OwnDim &) const = default;
 };
 OwnDim own_dim(const Computation &c, const Access &a, int var) {
     for (size_t i = 0; i < a.index.size(); ++i) {
         const Affine &f = a.index[i];
-        if (f.coef_of(var) == 0) continue;
-        bool alone = true;
-        for (const auto &t : f.terms)
-            if (t.var != var && t.coef != 0 && c.vars[size_t(t.var)].extent != 1) alone = false;
-        if (alone) return {int(i), f.coef_of(var), f.offset};
+        const int64_t k = f.coef_of(var);
+        if (k == 0) continue;
+        OwnDim d{int(i), Affine{{}, f.offset}};
+        int64_t span = 0;  // how far the other terms move the index
+        for (const auto &t : f.terms) {
+            const int64_t extent = c.vars[size_t(t.var)].extent;
+            if (t.coef == 0 || extent == 1) continue;
+            d.index.terms.push_back(t);
+            if (t.var != var) span += std::abs(t.coef) * (extent - 1);
+        }
+        std::sort(d.index.terms.begin(), d.index.terms.end(),
+                  [](const auto &x, const auto &y) { return x.var < y.var; });
+        if (span < std::abs(k)) return d;
     }
     return {};
 }
@@ -231,8 +242,8 @@ const char *parallel_rule(const Computation &c, const LoopTree &t, int ni, int d
                 if (a->tensor != w) continue;
                 const OwnDim d = own_dim(c, *a, l.var);
                 if (d.dim < 0)
-                    return "the loop's variable does not alone index a dimension of every "
-                           "tensor the nest writes (a reduction over it would race)";
+                    return "the loop's variable does not index a dimension of every tensor the "
+                           "nest writes by itself or in blocks (a reduction over it would race)";
                 if (seen && !(*seen == d))
                     return "a tensor the nest writes is accessed at two different elements "
                            "along the loop's variable";
