@@ -189,7 +189,9 @@ TEST(Train, AWarmStartTraceLongerThanAnEpisodeGoesOnInFreshEpisodes) {
     EXPECT_EQ(replay.size(), int64_t(actions.size()));
     for (size_t i = 0; i < demos.size(); ++i) {
         EXPECT_EQ(env.action_space().actions[size_t(demos[i].action)], actions[i]) << i;
-        EXPECT_FLOAT_EQ(demos[i].state.flat.back(), float(3 - i % 3) / 3) << i;
+        // steps left / max_steps: the last global before the machine vector
+        const std::vector<float> &flat = demos[i].state.flat;
+        EXPECT_FLOAT_EQ(flat[flat.size() - 1 - kMachineFeatures], float(3 - i % 3) / 3) << i;
     }
     Program p = Program::naive(load_program_file(bench).comp);
     for (Action a : actions) p = looptool::apply(p, a);

@@ -179,3 +179,27 @@ TEST(Subsample, RandomActionSequencesOverStridedConvsVerify) {
     }
     EXPECT_GE(subsampled, 10);
 }
+
+// A read at constant indices written with a variable of coefficient 0 (`0*m + 8`) stays where
+// it was when m and n are flattened (the merged variable's coefficient 1 is for reads that
+// use it); found by fuzz_program.
+TEST(Subsample, FlattenKeepsAZeroCoefficientTermAtZero) {
+    const Program p = parse_program(R"(looptool-program 1
+name zero_coef
+var m 4
+var n 5
+tensor A input 4 5
+tensor B input 9 7
+tensor C output 4 5
+stmt C[m, n] = A[m, n] + B[0*m + 8, 4]
+nest 0
+loop m 4 0
+loop n 5 0
+cursor 0
+)");
+    ASSERT_TRUE(is_legal(p, Action::Flatten)) << why_illegal(p, Action::Flatten);
+    const Program q = apply(p, Action::Flatten);
+    EXPECT_TRUE(verify_schedule(q).ok) << dump(q, false);
+    auto jit = Jit::create();
+    EXPECT_TRUE(tests::matches_reference(*jit, q));
+}

@@ -138,7 +138,8 @@ Program apply_flatten(const Program &p, const FlattenPlan &plan, LoopTree::Pos p
             if (int(i) == d + 1 && d >= 0) continue;
             const int64_t scale = int(i) == d ? eb : 1;
             Affine g{{}, f.offset * scale};
-            for (const auto &t : f.terms) add_term(g, var(t.var), t.var == a ? 1 : t.coef * scale);
+            for (const auto &t : f.terms)  // a term of coefficient 0 (`0*m`) stays 0
+                if (t.coef != 0) add_term(g, var(t.var), t.var == a ? 1 : t.coef * scale);
             if (int(i) == d) {  // A_{d+1}: b (now inside p) and vars of extent 1, or any
                 for (const auto &t : acc.index[i + 1].terms)
                     if (t.var != b) add_term(g, var(t.var), t.coef);
