@@ -28,19 +28,9 @@ Jit &jit() {
     return *j;
 }
 
-Program naive_of(const Computation &c) {
-    return Program::naive(std::make_shared<const Computation>(c));
-}
-
-Program apply_all(Program p, const std::vector<Action> &as) {
-    for (Action a : as) p = apply(p, a);
-    return p;
-}
-
-Program at(Program p, int nest, int depth) {
-    p.cursor = p.tree.flat({nest, depth});
-    return p;
-}
+using tests::apply_all;
+using tests::at;
+using tests::naive_of;
 
 // The kernel and the interpreter both compute what the reference says.
 void expect_verified(const Program &p) {

@@ -30,19 +30,9 @@ Jit &jit() {
     return *j;
 }
 
-Program naive_of(const Computation &c) {
-    return Program::naive(std::make_shared<const Computation>(c));
-}
-
-Program apply_all(Program p, const std::vector<Action> &as) {
-    for (Action a : as) p = apply(p, a);
-    return p;
-}
-
-Program at(Program p, int nest, int depth) {
-    p.cursor = p.tree.flat({nest, depth});
-    return p;
-}
+using tests::apply_all;
+using tests::at;
+using tests::naive_of;
 
 // p computes what `original` computes: the JIT's kernel and the interpreter, on the original's
 // buffers (a packed copy is the kernel's own).

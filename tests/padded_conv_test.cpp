@@ -17,14 +17,8 @@ using namespace looptool;
 
 namespace {
 
-Program naive(const Computation &c) {
-    return Program::naive(std::make_shared<const Computation>(c));
-}
-
-Program applied(Program p, const std::vector<Action> &actions) {
-    for (Action a : actions) p = apply(p, a);
-    return p;
-}
+using tests::apply_all;
+using tests::naive_of;
 
 // A padded 3x3 conv written by hand: other names, the padding over its own variables, the
 // weights first, one statement for the product (no temporary), loops in another order.
@@ -146,7 +140,8 @@ TEST(PaddedConv, TheBuilderPadsExactly) {
         std::vector<int64_t>({1, 3, 8, 8, 4, 3, 3, 2, 1}));
     EXPECT_FALSE(generated_form(c));  // already generate's form
     auto jit = Jit::create();
-    for (const Computation *x : {&c, &s2}) EXPECT_TRUE(tests::matches_reference(*jit, naive(*x)));
+    for (const Computation *x : {&c, &s2})
+        EXPECT_TRUE(tests::matches_reference(*jit, naive_of(*x)));
     // The border: a 3x3 image of ones through a 3x3 kernel of ones is 9 at the centre only.
     const Computation one = make_padded_conv2d(1, 1, 3, 3, 1, 3, 3, 1, 1);
     Buffers b = make_buffers(one, 1);
@@ -175,7 +170,7 @@ TEST(PaddedConv, SeedsAndTheTileFamilyApplyAndVerify) {
             looptune::tune_seeds(c, looptune::kSeedSteps, ActionSpace::preset("full"));
         ASSERT_GE(seeds.size(), 4u) << c.name;
         for (const auto &seed : seeds) {
-            const Program p = applied(naive(c), seed.actions);
+            const Program p = apply_all(naive_of(c), seed.actions);
             EXPECT_TRUE(p.tree.nests[0].loops.back().vectorize) << seed.name;
             EXPECT_TRUE(tests::matches_reference(*jit, p)) << c.name << " " << seed.name;
         }
@@ -188,7 +183,7 @@ TEST(PaddedConv, SeedsAndTheTileFamilyApplyAndVerify) {
                 continue;
             }
             ++members;
-            EXPECT_TRUE(verify_schedule(applied(naive(c), actions)).ok) << c.name << t.name();
+            EXPECT_TRUE(verify_schedule(apply_all(naive_of(c), actions)).ok) << c.name << t.name();
         }
         EXPECT_GT(members, 10);
     }
@@ -209,7 +204,7 @@ TEST(PaddedConv, AnotherHandWrittenFormWithAStrideAndATemporary) {
     ASSERT_FALSE(seeds.empty());
     EXPECT_TRUE(same_function(file.computation(), tuning_start(file)));
     for (const auto &seed : seeds)
-        EXPECT_TRUE(same_function(file.computation(), applied(tuning_start(file), seed.actions)))
+        EXPECT_TRUE(same_function(file.computation(), apply_all(tuning_start(file), seed.actions)))
             << seed.name;
 }
 
@@ -232,7 +227,7 @@ TEST(PaddedConv, AHandWrittenPaddedConvBecomesGeneratesForm) {
     ASSERT_FALSE(seeds.empty());
     EXPECT_TRUE(same_function(file.computation(), tuning_start(file)));
     for (const auto *seed : {&seeds.front(), &seeds.back()})
-        EXPECT_TRUE(same_function(file.computation(), applied(tuning_start(file), seed->actions)))
+        EXPECT_TRUE(same_function(file.computation(), apply_all(tuning_start(file), seed->actions)))
             << seed->name;
 }
 
@@ -247,7 +242,7 @@ TEST(PaddedConv, RandomActionSequencesVerify) {
         const int64_t stride = 1 + i % 2;
         const Computation c = make_padded_conv2d(1 + i % 2, 2 + i % 3, 5 + i % 4, 6 + i % 5,
                                                  3 + i % 4, 3, 3, stride, 1 + (i % 7 == 0));
-        Program p = naive(c);
+        Program p = naive_of(c);
         p.cursor = i % p.tree.num_loops();
         p = tests::random_walk(p, rng, 16, space);
         ASSERT_TRUE(verify_schedule(p).ok) << dump(p, false);

@@ -17,14 +17,8 @@ using namespace looptool;
 
 namespace {
 
-Program naive(const Computation &c) {
-    return Program::naive(std::make_shared<const Computation>(c));
-}
-
-Program applied(Program p, const std::vector<Action> &actions) {
-    for (Action a : actions) p = apply(p, a);
-    return p;
-}
+using tests::apply_all;
+using tests::naive_of;
 
 // `p` with the cursor on the loop over variable `name` in nest `nest`.
 Program at_loop(Program p, int nest, const std::string &name) {
@@ -65,7 +59,7 @@ cursor 0
 // a nest of its own variables before the conv, which then reads it as a unit-stride conv.
 TEST(Subsample, PacksTheSubsampleOfA1x1StridedConv) {
     const Computation c = make_strided_conv2d(1, 8, 10, 13, 16, 1, 1, 2);
-    const Program p = at_loop(naive(c), 0, "m");
+    const Program p = at_loop(naive_of(c), 0, "m");
     ASSERT_TRUE(is_legal(p, Action::Pack)) << why_illegal(p, Action::Pack);
     const Program q = apply(p, Action::Pack);
     const Computation &qc = q.computation();
@@ -93,7 +87,7 @@ TEST(Subsample, PacksTheSubsampleOfA1x1StridedConv) {
     EXPECT_TRUE(verify_schedule(f).ok) << dump(f, false);
     EXPECT_TRUE(tests::matches_reference(*jit, f));
     // Without the subsample, a strided conv does not flatten.
-    EXPECT_FALSE(is_legal(at_loop(naive(c), 0, "ho"), Action::Flatten));
+    EXPECT_FALSE(is_legal(at_loop(naive_of(c), 0, "ho"), Action::Flatten));
 }
 
 TEST(Subsample, OffsetsAndVariablesOfExtentOneCopyWhatTheNestReads) {
@@ -113,7 +107,7 @@ TEST(Subsample, OffsetsAndVariablesOfExtentOneCopyWhatTheNestReads) {
 TEST(Subsample, IllegalWhereTwoVariablesWalkADimension) {
     for (const Computation &c :
          {make_strided_conv2d(1, 4, 11, 11, 8, 3, 3, 2), make_conv2d(1, 4, 9, 9, 8, 3, 3)}) {
-        const Program p = at_loop(naive(c), 0, "m");
+        const Program p = at_loop(naive_of(c), 0, "m");
         const char *why = why_illegal(p, Action::Pack);
         ASSERT_NE(why, nullptr) << c.name;
         EXPECT_NE(std::string(why).find("stride"), std::string::npos) << why;
@@ -131,7 +125,7 @@ TEST(Subsample, FlatTilesOfStrided1x1ConvsVerify) {
         int flat = 0;
         for (const auto &t : looptune::conv_schedule_family(cs->co, cs->wo, cs->hw, true)) {
             if (!t.flat) continue;
-            const Program p = applied(naive(c), looptune::conv_tile_actions(c, t));
+            const Program p = apply_all(naive_of(c), looptune::conv_tile_actions(c, t));
             EXPECT_GE(p.computation().tensor_index("X_packed"), 0) << t.name();
             EXPECT_TRUE(p.tree.nests[0].loops.back().vectorize) << t.name();
             EXPECT_TRUE(verify_schedule(p).ok) << c.name << " " << t.name() << dump(p, false);
@@ -142,7 +136,7 @@ TEST(Subsample, FlatTilesOfStrided1x1ConvsVerify) {
         bool seeded = false;
         for (const auto &s :
              looptune::tune_seeds(c, looptune::kSeedSteps, ActionSpace::preset("full"))) {
-            const Program p = applied(naive(c), s.actions);
+            const Program p = apply_all(naive_of(c), s.actions);
             seeded |= p.computation().tensor_index("X_packed") >= 0;
             EXPECT_TRUE(tests::matches_reference(*jit, p)) << c.name << " " << s.name;
         }
@@ -164,7 +158,7 @@ TEST(Subsample, RandomActionSequencesOverStridedConvsVerify) {
         const int64_t h = k + 2 * (1 + int64_t(i % 4)), w = k + ext[size_t(i) % 8] + 1;
         const Computation c =
             make_strided_conv2d(1 + i % 2, 1 + i % 5, h, w, ext[size_t(i) % 9], k, k, stride);
-        Program p = naive(c);
+        Program p = naive_of(c);
         if (i % 2 == 0 && k == 1) {
             p = at_loop(p, 0, "m");
             if (is_legal(p, Action::Pack)) {

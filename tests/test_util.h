@@ -56,6 +56,23 @@ inline ::testing::AssertionResult matches_reference(Jit &jit, const Program &p, 
     return ::testing::AssertionSuccess();
 }
 
+/// The naive program of `c`.
+inline Program naive_of(const Computation &c) {
+    return Program::naive(std::make_shared<const Computation>(c));
+}
+
+/// `p` after each of `actions` in turn.
+inline Program apply_all(Program p, const std::vector<Action> &actions) {
+    for (Action a : actions) p = apply(p, a);
+    return p;
+}
+
+/// `p` with the cursor on loop `depth` of nest `nest`.
+inline Program at(Program p, int nest, int depth) {
+    p.cursor = p.tree.flat({nest, depth});
+    return p;
+}
+
 inline Program matmul_program(int64_t m, int64_t n, int64_t k) {
     return Program::naive(std::make_shared<Computation>(make_matmul(m, n, k)));
 }
