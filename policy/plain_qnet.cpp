@@ -72,6 +72,17 @@ NetworkConfig network_config_from_json(const std::string &text) {
     }
 }
 
+NetworkConfig network_config_of(const PolicyFile &file) {
+    nlohmann::json meta;
+    try {
+        meta = nlohmann::json::parse(file.meta_json);
+        meta = meta.at("network");
+    } catch (const nlohmann::json::exception &e) {
+        throw looptool::Error(std::string("bad policy description: ") + e.what());
+    }
+    return network_config_from_json(meta.dump());
+}
+
 std::vector<std::pair<std::string, std::vector<int64_t>>> network_tensors(const NetworkConfig &c) {
     std::vector<std::pair<std::string, std::vector<int64_t>>> t;
     const auto linear = [&](const std::string &name, int64_t in, int64_t out) {

@@ -40,6 +40,9 @@ struct NetworkConfig {
 /// machine_features may be absent (0: a policy from before the machine vector).
 NetworkConfig network_config_from_json(const std::string &json);
 
+/// The network a policy file describes (its meta_json's "network"); throws as above.
+NetworkConfig network_config_of(const PolicyFile &file);
+
 /// Every tensor the network has, with its shape, in LibTorch's registration order.
 std::vector<std::pair<std::string, std::vector<int64_t>>> network_tensors(const NetworkConfig &c);
 

@@ -23,18 +23,13 @@ using namespace looptool;
 
 namespace {
 
-Jit &jit() {
-    static std::unique_ptr<Jit> j = Jit::create();
-    return *j;
-}
-
 using tests::apply_all;
 using tests::at;
 using tests::naive_of;
 
 // The kernel and the interpreter both compute what the reference says.
 void expect_verified(const Program &p) {
-    EXPECT_TRUE(tests::matches_reference(jit(), p));
+    EXPECT_TRUE(tests::matches_reference(tests::shared_jit(), p));
     const Computation &c = p.computation();
     Buffers in = make_buffers(c, 5);
     const Reference want = compute_reference(c, in);
@@ -119,7 +114,7 @@ TEST(Fuse, TemporaryNotWrittenOnceFused) {
         Buffers b = make_buffers(c, 3);
         fill_non_inputs(c, b, std::numeric_limits<float>::quiet_NaN());
         auto ptrs = b.pointers();
-        jit().compile(p).fn(ptrs.data(), nullptr);
+        tests::shared_jit().compile(p).fn(ptrs.data(), nullptr);
         for (float x : b.data[size_t(t)])
             if (!std::isnan(x)) return true;
         return false;

@@ -26,10 +26,7 @@ using looptool::tests::matmul_program;
 
 namespace {
 
-Jit &shared_jit() {
-    static std::unique_ptr<Jit> jit = Jit::create();
-    return *jit;
-}
+using looptool::tests::shared_jit;
 
 Program program_of(Computation c) {
     return Program::naive(std::make_shared<Computation>(std::move(c)));

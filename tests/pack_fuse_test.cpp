@@ -25,11 +25,6 @@ using namespace looptool;
 
 namespace {
 
-Jit &jit() {
-    static std::unique_ptr<Jit> j = Jit::create();
-    return *j;
-}
-
 using tests::apply_all;
 using tests::at;
 using tests::naive_of;
@@ -42,7 +37,7 @@ void expect_matches(const Program &p, const Computation &original) {
     const Reference want = compute_reference(original, in);
     Buffers got = in;
     fill_non_inputs(original, got, std::numeric_limits<float>::quiet_NaN());
-    jit().compile(p).fn(got.pointers().data(), nullptr);
+    tests::shared_jit().compile(p).fn(got.pointers().data(), nullptr);
     Comparison c = compare_outputs(original, want, got, 1.0);
     EXPECT_TRUE(c.ok) << "JIT: " << c.first_mismatch << "\n" << dump(p, false);
     Buffers run = in;

@@ -28,14 +28,9 @@ Program apply_all(Program p, const std::vector<Action> &as) {
     return p;
 }
 
-Jit &default_jit() {
-    static std::unique_ptr<Jit> jit = Jit::create();
-    return *jit;
-}
-
 // The packed program computes what `original` computes: JIT kernel and interpreter, on the
 // original's buffers (the scratch copy is the kernel's own).
-void expect_matches(const Program &p, const Computation &original, Jit &jit = default_jit()) {
+void expect_matches(const Program &p, const Computation &original, Jit &jit = tests::shared_jit()) {
     ASSERT_TRUE(same_storage(*p.comp, original));
     Buffers in = make_buffers(original, 11);
     const Reference want = compute_reference(original, in);

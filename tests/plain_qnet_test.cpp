@@ -180,8 +180,7 @@ TEST(PlainQNet, TheWidenedAndTheShippedThreadsPoliciesAreLibTorchs) {
 TEST(PlainQNet, AStateOfTheWrongWidthOrWithoutItsGraphIsAnError) {
     TempDir dir("plain_width");
     const PolicyFile file = read_policy_file(shipped_policy_path());
-    const NetworkConfig config =
-        network_config_from_json(nlohmann::json::parse(file.meta_json).at("network").dump());
+    const NetworkConfig config = network_config_of(file);
     const PlainQNet net(config, file);
     EXPECT_THROW(net.forward(std::vector<float>(3, 0.f), nullptr), looptool::Error);
     NetworkConfig gnn = config;

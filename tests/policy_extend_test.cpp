@@ -26,10 +26,7 @@ namespace {
 
 const fs::path kCorpus = LOOPTUNE_CORPUS_DIR;
 
-PlainQNet net_of(const PolicyFile &f) {
-    return PlainQNet(network_config_from_json(nlohmann::json::parse(f.meta_json)["network"].dump()),
-                     f);
-}
+PlainQNet net_of(const PolicyFile &f) { return PlainQNet(network_config_of(f), f); }
 
 EnvConfig unmeasured(const std::string &space) {
     EnvConfig c;

@@ -30,10 +30,6 @@ namespace {
 
 const fs::path kCorpus = LOOPTUNE_CORPUS_DIR;
 
-NetworkConfig config_of(const PolicyFile &f) {
-    return network_config_from_json(nlohmann::json::parse(f.meta_json).at("network").dump());
-}
-
 std::vector<std::string> benchmarks() {
     std::vector<std::string> all;
     for (const char *folder : {"mm64_256_16_range", "conv"})
@@ -64,9 +60,9 @@ RlState without_machine(const RlState &s) {
 TEST(PolicyMachine, AnOldPolicyGetsZeroWeightsForTheMachineInputs) {
     for (const std::string &path : {shipped_policy_path(1), shipped_policy_path(2)}) {
         const PolicyFile raw = read_policy_file(path);
-        ASSERT_EQ(config_of(raw).machine_features, 0) << path << ": already has the inputs";
+        ASSERT_EQ(network_config_of(raw).machine_features, 0) << path << ": already has the inputs";
         const PolicyFile up = with_machine_inputs(raw);
-        EXPECT_EQ(config_of(up).machine_features, kMachineFeatures);
+        EXPECT_EQ(network_config_of(up).machine_features, kMachineFeatures);
         ASSERT_EQ(up.tensors.size(), raw.tensors.size());
         for (size_t i = 0; i < raw.tensors.size(); ++i) {
             const PolicyTensor &o = raw.tensors[i], &n = up.tensors[i];
@@ -94,7 +90,7 @@ TEST(PolicyMachine, AnOldPolicyGetsZeroWeightsForTheMachineInputs) {
 TEST(PolicyMachine, OldPoliciesActExactlyAsBeforeInBothForwards) {
     for (const std::string &path : {shipped_policy_path(1), shipped_policy_path(2)}) {
         const PolicyFile raw = read_policy_file(path);
-        const PlainQNet old_plain(config_of(raw), raw);
+        const PlainQNet old_plain(network_config_of(raw), raw);
         QNet old_torch = qnet_from_policy_file(raw);
         const Policy policy = Policy::load(path);
         QNet new_torch = qnet_from_policy_file(load_current_policy(path));
@@ -136,7 +132,7 @@ TEST(PolicyMachine, AdaptingAnOldPolicyLearnsTheMachineInputs) {
     looptool::write_matmul_dataset({{8, 8, 8}, {12, 8, 4}, {16, 8, 8}, {16, 16, 16}},
                                    (dir.path / "ds").string());
     const PolicyFile raw = read_policy_file(shipped_policy_path());
-    const NetworkConfig net = config_of(raw);
+    const NetworkConfig net = network_config_of(raw);
     TrainConfig c;
     c.dataset_dir = dir / "ds";
     c.out_dir = dir / "run";
@@ -154,7 +150,7 @@ TEST(PolicyMachine, AdaptingAnOldPolicyLearnsTheMachineInputs) {
     const PolicyTensor *w = trained.find("mlp.0.weight");
     ASSERT_TRUE(w);
     const int64_t cols = w->shape[1];
-    ASSERT_EQ(cols, config_of(trained).flat_size());
+    ASSERT_EQ(cols, network_config_of(trained).flat_size());
     int nonzero = 0;
     for (int64_t r = 0; r < w->shape[0]; ++r)
         for (int64_t col = cols - kMachineFeatures; col < cols; ++col)

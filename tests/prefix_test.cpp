@@ -19,11 +19,6 @@ using namespace looptool;
 
 namespace {
 
-Jit &test_jit() {
-    static std::unique_ptr<Jit> jit = Jit::create();
-    return *jit;
-}
-
 // The prefix computes its own computation right (its JIT kernel against the reference, twice on
 // the same buffers), and runs on the whole kernel's buffers: the same tensors, none larger.
 void expect_correct_prefix(const Program &whole, const OuterPrefix &x) {
@@ -35,7 +30,7 @@ void expect_correct_prefix(const Program &whole, const OuterPrefix &x) {
     }
     EXPECT_EQ(c.vars[size_t(x.var)].extent, x.elements);
     EXPECT_LT(x.elements, x.extent);
-    EXPECT_TRUE(tests::matches_reference(test_jit(), x.program));
+    EXPECT_TRUE(tests::matches_reference(tests::shared_jit(), x.program));
 }
 
 }  // namespace

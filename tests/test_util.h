@@ -56,6 +56,12 @@ inline ::testing::AssertionResult matches_reference(Jit &jit, const Program &p, 
     return ::testing::AssertionSuccess();
 }
 
+/// One JIT for a test binary's kernels (creating one per test costs ~10 ms).
+inline Jit &shared_jit() {
+    static std::unique_ptr<Jit> jit = Jit::create();
+    return *jit;
+}
+
 /// The naive program of `c`.
 inline Program naive_of(const Computation &c) {
     return Program::naive(std::make_shared<const Computation>(c));
