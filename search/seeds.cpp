@@ -10,6 +10,7 @@
 #include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
+#include "util/machine.h"
 
 namespace looptune {
 
@@ -39,9 +40,7 @@ std::vector<TuneSeed> applicable(const looptool::Computation &c, std::vector<Tun
     return out;
 }
 
-/// k blocks of 4x64 nkm: 64 rows where B's rows do not start cache lines (16 does not divide
-/// n), so a block still fits L1; 128 otherwise.
-int nkm_kb(const MatmulShape &s) { return s.n % 16 != 0 ? 64 : 128; }
+int nkm_kb(const MatmulShape &s) { return int(nkm_k_block(s.n, cache_sizes().l1d)); }
 
 TileSchedule packed(TileSchedule t) {
     t.pack = true;
@@ -112,9 +111,10 @@ const std::vector<MatmulSeedRule> kMatmulRules = {
      [](const MatmulShape &s) {
          return s.k >= 512 && s.m > 1 && s.m <= 16 && s.k * s.n >= (int64_t(1) << 20); },
      [](const MatmulShape &) { return TileSchedule{4, 64, 128, "nkm"}; }},
-    {"large on every side: a kb256 x nb512 block of B kept in L2 while m sweeps",
+    {"large on every side: a kb256 x nb block of B kept in half the L2 while m sweeps",
      [](const MatmulShape &s) { return s.m >= 512 && s.n >= 512 && s.k >= 512; },
-     [](const MatmulShape &) { return TileSchedule{8, 32, 256, "knmN", true, 512}; }},
+     [](const MatmulShape &) {
+         return TileSchedule{8, 32, 256, "knmN", true, int(l2_n_block(256, cache_sizes().l2))}; }},
     {"B's rows 4 KB apart or more: 4x64 nm with B's panels packed (the copy costs 1/m of the multiply)",
      [](const MatmulShape &s) { return s.n >= 1024 && s.m >= 32; },
      [](const MatmulShape &) { return packed({4, 64, 0, "nm"}); }},
@@ -404,6 +404,20 @@ bool walks_rows(const looptool::Computation &c, const looptool::Nest &nest, int 
 }
 
 }  // namespace
+
+int64_t nkm_k_block(int64_t n, int64_t l1d_bytes) {
+    // A row of 64 floats touches 4 lines where it starts one (16 divides n), else 5.
+    const int64_t row_bytes = (n % 16 == 0 ? 4 : 5) * 64;
+    int64_t kb = 256;
+    while (kb > 16 && kb * row_bytes > l1d_bytes) kb /= 2;
+    return kb;
+}
+
+int64_t l2_n_block(int64_t kb, int64_t l2_bytes) {
+    int64_t nb = 2048;
+    while (nb > 64 && kb * nb * 4 > l2_bytes / 2) nb /= 2;
+    return nb;
+}
 
 int64_t simd_floats() {
     if (__builtin_cpu_supports("avx512f")) return 16;

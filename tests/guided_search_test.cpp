@@ -5,6 +5,7 @@
 #include "tune/guided_search.h"
 #include "looptool/measure/traffic.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "looptool/ir/error.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
+#include "util/machine.h"
 
 using namespace looptool;
 using namespace looptune;
@@ -677,15 +679,30 @@ TEST(GuidedSearch, WideRowsOfBOffTheLinesSeedATileWithBsRowsPadded) {
     EXPECT_EQ(found, 1);
 }
 
+TEST(GuidedSearch, KBlocksFitTheL1AndNBlocksHalfTheL2OfTheMachineGiven) {
+    // 32 KiB: 128 rows of 4 lines, 64 of 5 (a row that does not start a line); 48 KiB: 128 both.
+    EXPECT_EQ(nkm_k_block(240, 32 << 10), 128);
+    EXPECT_EQ(nkm_k_block(233, 32 << 10), 64);
+    EXPECT_EQ(nkm_k_block(233, 48 << 10), 128);
+    EXPECT_EQ(nkm_k_block(240, 1 << 20), 256);
+    EXPECT_EQ(nkm_k_block(240, 4 << 10), 16);
+    // A 256 x nb block of B in half the L2: 512 columns of 1 MiB, 1024 of 2 MiB.
+    EXPECT_EQ(l2_n_block(256, 1 << 20), 512);
+    EXPECT_EQ(l2_n_block(256, 2 << 20), 1024);
+    EXPECT_EQ(l2_n_block(256, 64 << 10), 64);
+}
+
 TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanels) {
-    for (const char *name : {"tile 16x16 mn", "tile 4x64 kb64 nkm"}) {
+    const auto kb = [](int64_t n) {
+        return fmt::format("tile 4x64 kb{} nkm", nkm_k_block(n, cache_sizes().l1d));
+    };
+    for (const std::string &name : {std::string("tile 16x16 mn"), kb(233)}) {
         EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(name)) << name;
         EXPECT_FALSE(seed_names(make_matmul(8, 100, 4096)).count(name)) << name;  // decode: m <= 16
     }
-    // k blocks of 128 rows where B's rows start lines (16 divides n); of 64 where they do not
-    // (64 floats of a row then touch 5 lines: a 128-row block would not fit L1).
-    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1963)).count("tile 4x64 kb128 nkm"));
-    EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 4x64 kb128 nkm"));
+    // k blocks sized to this machine's L1 (fewer rows where B's rows do not start lines).
+    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1963)).count(kb(240)));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1963)).count(kb(233)));
     // Decode shapes whose B is 4 MB or more: 4x64 kb128 nkm (its next block prefetched), not
     // for m = 1 (a GEMV) or a B that stays in L2 or L3.
     EXPECT_TRUE(seed_names(make_matmul(8, 1024, 1024)).count("tile 4x64 kb128 nkm"));
@@ -695,8 +712,8 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     // They replace the 8x32 tile's k blocks of 256 there; below k = 1024, 4x64 kb128 nkm does
     // where 64 columns fit.
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1963)).count("tile 8x32 kb256 kmn"));
-    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count("tile 4x64 kb64 nkm"));
-    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1000)).count("tile 4x64 kb128 nkm"));
+    EXPECT_TRUE(seed_names(make_matmul(45, 233, 1000)).count(kb(233)));
+    EXPECT_TRUE(seed_names(make_matmul(45, 240, 1000)).count(kb(240)));
     EXPECT_FALSE(seed_names(make_matmul(45, 233, 1000)).count("tile 8x32 kb256 kmn"));
     EXPECT_TRUE(seed_names(make_matmul(45, 40, 1000)).count("tile 8x32 kb256 kmn"));
     // Wide rows of B: 16x16 nm for 8x16 nm, unless k is a multiple of 1024.
@@ -719,7 +736,9 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
     env.reset(start);
     int checked = 0;
     for (const TuneSeed &s : tune_seeds(*start.comp, kSeedSteps, ActionSpace::preset("full"))) {
-        if (s.name != "tile 16x16 mn" && s.name != "tile 4x64 kb64 nkm") continue;
+        if (s.name != "tile 16x16 mn" &&
+            s.name != fmt::format("tile 4x64 kb{} nkm", nkm_k_block(70, cache_sizes().l1d)))
+            continue;
         Program p = start;
         for (Action a : s.actions) p = apply(p, a);
         EXPECT_TRUE(env.verify(p).ok) << s.name << "\n" << dump(p);
