@@ -10,7 +10,10 @@ method; its reference is oneDNN (`onednn`, or on conv2d `onednn-conv-best` and
 `onednn-conv-plain`) measured in the same run. Figures are compare's `gflops` column: the
 median of the judge's alternating rounds.
 
-    experiments/results.py [--results docs/results] [--out docs/results.md]
+It also rewrites the summary table of README.md between its `<!-- results:begin -->` and
+`<!-- results:end -->` lines (`--readme ''`: leave README.md alone).
+
+    experiments/results.py [--results docs/results] [--out docs/results.md] [--readme README.md]
 """
 import argparse
 import csv
@@ -195,10 +198,60 @@ def section(cpu, runs):
     return lines + [""] + ablation_table(runs) + notes + [""]
 
 
+def short_geomean(rows, ref):
+    got, _ = ratios(rows, ref)
+    return geomean([r for _, r, _ in got]), [s for *_, s in got]
+
+
+def readme_rows(cpu, runs):
+    """README's lines for one CPU: each set's `tune` vs oneDNN geomean and median tuning time."""
+    lines = []
+    for _, about, rows in runs:
+        if about.get("table") == "ablations":
+            continue
+        if any(m.startswith("onednn-conv") for r in rows.values() for m in r):
+            best, secs = short_geomean(rows, "onednn-conv-best")
+            plain, _ = short_geomean(rows, "onednn-conv-plain")
+            cell = f"{best:.2f}x its best layout, {plain:.2f}x ours"
+        else:
+            g, secs = short_geomean(rows, "onednn")
+            cell = f"{g:.2f}x"
+        if secs:
+            lines.append(f"| {cpu} | {about['set']} | {cell} | {statistics.median(secs):.2f} s "
+                         f"| {re.match(r'[0-9a-f]*', about['build']).group()} |")
+    return lines
+
+
+def write_readme(path, by_cpu):
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        fail(f"{path}: expected one `{begin}` line before one `{end}` line")
+    table = ["| CPU | set | `tune` vs oneDNN | tuning time, median | build |",
+             "|---|---|---:|---:|---|"]
+    for cpu, runs in by_cpu.items():
+        table += readme_rows(cpu.split(":")[0], runs)
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    new = head + begin + "\n" + "\n".join(table) + "\n" + end + tail
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(new)
+        os.replace(tmp, path)
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="docs/results", help="folder of compare runs")
     ap.add_argument("--out", default="docs/results.md")
+    ap.add_argument("--readme", default="README.md", help="its summary table is rewritten ('': not)")
     a = ap.parse_args()
     by_cpu = {}
     for folder in runs_of(a.results):
@@ -223,6 +276,8 @@ def main():
         os.replace(tmp, a.out)
     except OSError as e:
         fail(f"{a.out}: {e.strerror}")
+    if a.readme:
+        write_readme(a.readme, by_cpu)
     print(f"wrote {a.out}: {sum(len(r) for r in by_cpu.values())} runs on {len(by_cpu)} CPUs")
 
 

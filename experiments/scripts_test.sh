@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest `ExperimentScripts`: experiments/policy_gain.py, family_coverage.py and program_forms.py end to end on tiny
 # shapes, compare_ratios.py on a small results.csv, chosen_side_by_side.py on one tuned shape,
-# neighbour_keep.py on two small runs, results.py on two small compare runs, lib_speed.sh on two
+# neighbour_keep.py on two small runs, results.py on two small compare runs (and a README), lib_speed.sh on two
 # tiny shapes, parallel_rollout.py on one matmul, and their errors. Usage: scripts_test.sh BUILD_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -113,8 +113,17 @@ mm9_9_9,policy-noseeds,20,0,0,0.4,1,,,,
 mm9_9_9,untrained-noseeds,5,0,0,0.4,1,,,,
 CSV
 printf 'set: abl\ntable: ablations\ncpu: CPU X\nbuild: abc\nload: busy\ncommand: c\n' > "$tmp/res/c/run.txt"
-"$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res.md" > "$tmp/res.log" 2>&1 ||
-    fail "results.py: $(tail -1 "$tmp/res.log")"
+printf '# R\n\n<!-- results:begin -->\nold\n<!-- results:end -->\n\nafter\n' > "$tmp/readme.md"
+"$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res.md" --readme "$tmp/readme.md" \
+    > "$tmp/res.log" 2>&1 || fail "results.py: $(tail -1 "$tmp/res.log")"
+# README's table between its markers: one row per set (not the ablation run), the rest kept.
+grep -q "^| CPU X | two shapes | 1.00x | 0.50 s | abc |$" "$tmp/readme.md" &&
+    grep -q "^| CPU X | unlike | 3.00x | " "$tmp/readme.md" && ! grep -q "abl\|^old" "$tmp/readme.md" &&
+    grep -q "^after$" "$tmp/readme.md" || fail "results.py --readme: $(cat "$tmp/readme.md")"
+printf '# R\n' > "$tmp/readme2.md"
+if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res3.md" --readme "$tmp/readme2.md" \
+    > "$tmp/e5" 2>&1; then fail "results.py accepted a README without the markers"; fi
+grep -q "^error: .*readme2.md: expected one" "$tmp/e5" || fail "$(cat "$tmp/e5")"
 grep -q "^## CPU X$" "$tmp/res.md" &&
     grep -q "^| two shapes | 2 | 1.000x | - | mmA 0.500, mmB 2.000 | 1 | 0.50 / 0.60 |$" "$tmp/res.md" &&
     grep -q "^| unlike, all | 2 | 3.000x (0.900x without the 1 under 10,000 MACs) | " "$tmp/res.md" &&
@@ -127,7 +136,7 @@ grep -q "^| abl | - | 1.000x (mm8_8_8 0.500) | 3.162x (mm8_8_8 2.500) | - |$" "$
     ! grep -q "^| abl | 2 |" "$tmp/res.md" && grep -q "build abc (busy)" "$tmp/res.md" ||
     fail "results.py ablations: $(cat "$tmp/res.md")"
 rm "$tmp/res/a/run.txt"
-if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res2.md" > "$tmp/e4" 2>&1; then
+if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res2.md" --readme "" > "$tmp/e4" 2>&1; then
     fail "results.py accepted a run without run.txt"
 fi
 grep -q "run.txt: No such file" "$tmp/e4" && ! grep -q Traceback "$tmp/e4" && [ ! -e "$tmp/res2.md" ] ||
