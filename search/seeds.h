@@ -9,6 +9,7 @@
 
 #include "env/environment.h"
 #include "looptool/actions/actions.h"
+#include "search/cache_blocks.h"
 #include "search/tile_schedules.h"
 
 namespace looptune {
@@ -49,12 +50,6 @@ const std::vector<ConvSeedRule> &conv_seed_rules();
 /// (about ci x ho x wo floats) outgrows half the L2 cache. A smaller one stays in L2 from one
 /// block to the next on the whole image as on the band.
 bool band_hides_row_sweeps(const ConvShape &whole);
-/// The k block of a 4x64 nkm tile: the most rows (a power of two, 16-256) whose 64 floats of B
-/// fit an L1 of `l1d_bytes`, counting the 5 lines a row touches where 16 does not divide n.
-int64_t nkm_k_block(int64_t n, int64_t l1d_bytes);
-/// The n block (a power of two, 64-2048) of a kb x nb block of B that fits half an L2 of
-/// `l2_bytes`, the rest left for A's rows and C's tiles.
-int64_t l2_n_block(int64_t kb, int64_t l2_bytes);
 /// Floats in the widest vector register the CPU has (16 with AVX-512, 8 with AVX, else 4).
 int64_t simd_floats();
 /// The row rule: in every nest of two loops or more whose innermost loop walks contiguous floats
