@@ -86,7 +86,8 @@ std::vector<SearchNode> thread_counterparts(const std::vector<SearchNode> &nodes
                                             size_t count, const PolicyTuneResult &greedy,
                                             const Program &start, int threads) {
     if (threads < 2) return {};
-    std::vector<size_t> from(f.nodes.begin(), f.nodes.begin() + long(std::min(count, f.nodes.size())));
+    std::vector<size_t> from(f.nodes.begin(),
+                             f.nodes.begin() + long(std::min(count, f.nodes.size())));
     if (const auto g = greedy_node(nodes, greedy)) from.push_back(*g);
     const std::string start_key = looptool::schedule_key(start);
     std::vector<SearchNode> out;

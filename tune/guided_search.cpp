@@ -56,9 +56,11 @@ public:
         const looptool::MeasureOptions m =
             fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
         // The finalists, the greedy rollout's best, the best seed, the best that does not
-        // depend on the shared cache; above one thread the counterparts across `parallel`.
+        // depend on the shared cache; above one thread the counterparts across `parallel`
+        // and the two best's rematch (rematch_top_two()).
         const int kernels =
-            kFinalists + 3 + (env_.config().threads > 1 ? kThreadCounterparts + 1 : 0);
+            kFinalists + 3 +
+            (env_.config().threads > 1 ? kThreadCounterparts + 1 + 2 * (kJudgeRounds - 1) : 0);
         return kernels *
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
@@ -157,6 +159,27 @@ public:
         }
     }
 
+    /// Above one thread, the two fastest finalists but the start measured again in kJudgeRounds
+    /// alternating rounds (the finals' figures the first), each one's figure then the median of
+    /// its rounds: a kernel on every core is slowed by another process on any of them, and one
+    /// measurement of 10 ms can fall in such a burst where its rival's did not.
+    void rematch_top_two(const Finals &f, std::vector<double> &gflops) {
+        if (env_.config().threads < 2) return;
+        const long start = f.find(nodes_, start_node_);
+        std::vector<size_t> top;
+        for (size_t k = 0; k < gflops.size(); ++k)
+            if (gflops[k] > 0 && long(k) != start) top.push_back(k);
+        if (top.size() < 2) return;
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(),
+                          [&](size_t a, size_t b) { return gflops[a] > gflops[b]; });
+        std::vector<double> rounds[2] = {{gflops[top[0]]}, {gflops[top[1]]}};
+        for (int round = 1; round < kJudgeRounds; ++round)
+            for (int i : {1, 0})
+                rounds[i].push_back(env_.measure_again(nodes_[f.nodes[top[size_t(i)]]].program));
+        for (int i : {0, 1})
+            gflops[top[size_t(i)]] = nodes_[f.nodes[top[size_t(i)]]].gflops = median(rounds[i]);
+    }
+
     /// The finalists measured again; the fastest (but for the robust margin, and never below
     /// the start); the best seed judged beside it. Returns the index of the winner.
     size_t final_choice(GuidedResult &r) {
@@ -165,7 +188,8 @@ public:
              thread_counterparts(nodes_, f, kThreadCounterparts, r.greedy,
                                  nodes_[start_node_].program, env_.config().threads))
             f.take(nodes_, add(c.program, std::move(c.path), 0, config_.branches, c.origin));
-        const std::vector<double> gflops = measure_finals(f, r);
+        std::vector<double> gflops = measure_finals(f, r);
+        rematch_top_two(f, gflops);
         std::vector<bool> fragile(f.nodes.size());
         for (size_t k = 0; k < f.nodes.size(); ++k) {
             const Node &n = nodes_[f.nodes[k]];
