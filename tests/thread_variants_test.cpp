@@ -79,8 +79,8 @@ TEST(ThreadVariants, NoParallelVariantWhereTheWorkCannotBeShared) {
 // it; the serial version of a path with no `parallel` is none.
 TEST(ThreadVariants, TheSerialPathDropsOnlyTheParallelActions) {
     const Program start = tests::matmul_program(64, 64, 32);
-    const std::vector<Action> path{Action::Parallel, Action::Down, Action::Split16, Action::Down,
-                                   Action::Down, Action::Vectorize};
+    const std::vector<Action> path{Action::Parallel, Action::Down, Action::Split16,
+                                   Action::Down,     Action::Down, Action::Vectorize};
     const Program parallel = tests::apply_all(start, path);
     ASSERT_TRUE(has_parallel(parallel));
     EXPECT_TRUE(matches_reference(two_threads(), parallel));
