@@ -6,6 +6,7 @@
 // `parallel`. Other processes may load the machine: the rounds alternate so that a disturbance
 // falls on both.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 
@@ -34,6 +35,7 @@ struct Best {
     std::string name;
     Program program;
     double gflops = 0;
+    std::vector<Action> actions;  // from the naive nest
 };
 
 Program apply_seed(const Program &naive, const looptune::TuneSeed &s) {
@@ -56,7 +58,7 @@ Best fastest_seed(Jit &jit, const Program &naive, bool parallel, Buffers &b,
         if ((s.name.find(" parallel") != std::string::npos) != parallel) continue;
         const Program p = apply_seed(naive, s);
         const double g = gflops(jit, p, b, o);
-        if (g > best.gflops) best = {s.name, p, g};
+        if (g > best.gflops) best = {s.name, p, g, s.actions};
     }
     if (best.name.empty()) throw Error(fmt::format("{}: no seed", naive.computation().name));
     return best;
@@ -78,7 +80,7 @@ Best tuned(const Program &naive, int threads, double budget_s) {
                                 naive.computation().name, threads, cmp.first_mismatch));
     const bool parallel = dump(r.best).find("parallel") != std::string::npos;
     return {(r.found_by.empty() ? "start" : r.found_by) + (parallel ? "" : ", not parallel"),
-            r.best, r.best_gflops};
+            r.best, r.best_gflops, r.actions};
 }
 
 struct Options {
@@ -115,6 +117,8 @@ std::vector<Program> programs(const Options &o) {
 struct Row {
     std::string name, one, many;
     double mflop = 0, g1 = 0, gn = 0;
+    double t1 = 0, tn = 0;  // the kernels' figures where they were chosen (tune's or the seeds')
+    std::string actions;    // the N-thread kernel's, from the naive nest
 };
 
 Row measure(const Options &o, Jit &jit1, Jit &jitn, const Program &naive) {
@@ -138,7 +142,10 @@ Row measure(const Options &o, Jit &jit1, Jit &jitn, const Program &naive) {
             p.name,
             naive.computation().flops() * 1e-6,
             looptune::median(g1),
-            looptune::median(gn)};
+            looptune::median(gn),
+            s.gflops,
+            p.gflops,
+            fmt::format("{}", fmt::join(action_names(p.actions), " "))};
 }
 
 std::string table(const Options &o, const std::vector<Row> &rows) {
@@ -194,8 +201,9 @@ int main(int argc, char **argv) {
         for (const Program &p : naive) {
             rows.push_back(measure(o, *jit1, *jitn, p));
             const Row &r = rows.back();
-            fmt::print(stderr, "{}: {:.1f} / {:.1f} GFLOPS, {:.2f}x\n", r.name, r.gn, r.g1,
-                       r.gn / r.g1);
+            fmt::print(stderr,
+                       "{}: {:.1f} / {:.1f} GFLOPS, {:.2f}x (where chosen: {:.1f} / {:.1f}; {})\n",
+                       r.name, r.gn, r.g1, r.gn / r.g1, r.tn, r.t1, r.actions);
         }
         const std::string t = table(o, rows);
         fmt::print("{}", t);

@@ -232,6 +232,9 @@ nlohmann::json tune_json(const Program &start, const looptune::GuidedResult &r,
     nlohmann::json seeds = nlohmann::json::array();
     for (const auto &[name, gflops] : r.seed_gflops)
         seeds.push_back({{"name", name}, {"gflops", gflops}});
+    nlohmann::json finalists = nlohmann::json::array();
+    for (const looptune::GuidedFinalist &f : r.finalists)
+        finalists.push_back({{"found_by", f.found_by}, {"gflops", f.gflops}});
     return {{"benchmark", start.comp->name},
             {"policy", policy},
             {"mode", o.guided.greedy ? "greedy" : "guided"},
@@ -252,6 +255,7 @@ nlohmann::json tune_json(const Program &start, const looptune::GuidedResult &r,
             {"seed_rounds", r.seed_rounds},
             {"best_rounds", r.best_rounds},
             {"seeds", seeds},
+            {"finalists", finalists},
             {"greedy_gflops", g.best_gflops},
             {"greedy_actions", action_names(g.actions)},
             {"greedy_step_gflops", g.step_gflops},

@@ -10,6 +10,7 @@
 #include "looptool/gen/epilogue.h"
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
+#include "search/thread_variants.h"
 #include "util/machine.h"
 
 namespace looptune {
@@ -291,7 +292,7 @@ MatmulSeeds matmul_seeds(const looptool::Computation &c, const MatmulShape &s, i
 
 /// `s` with the outermost loop of every nest made parallel where that is legal and has `threads`
 /// iterations at least (a tile's row or column blocks; the copy nests too), or nothing when the
-/// nest that reduces (the matmul's or conv's work) is not among them.
+/// nest that reduces (the matmul's or conv's work) is not among them (parallel_actions()).
 std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const TuneSeed &s,
                                          int threads) {
     Program p = Program::naive(std::make_shared<const looptool::Computation>(c));
@@ -300,28 +301,10 @@ std::optional<TuneSeed> parallel_variant(const looptool::Computation &c, const T
     } catch (const looptool::Error &) {
         return std::nullopt;  // applicable() leaves it out too
     }
+    const auto more = parallel_actions(p, threads);
+    if (!more) return std::nullopt;
     TuneSeed out{s.name + " parallel", s.actions};
-    out.actions.insert(out.actions.end(), size_t(p.cursor), Action::Up);
-    p.cursor = 0;
-    bool work = false;
-    for (size_t n = 0; n < p.tree.nests.size(); ++n) {
-        const int at = p.tree.flat({int(n), 0});
-        Program q = p;
-        q.cursor = at;
-        // An outermost loop of one iteration (a batch of one) gives way to the loop below it.
-        const bool one = q.tree.nests[n].loops[0].size == 1 && q.tree.nests[n].loops[0].tail == 0;
-        const bool swap = one && looptool::is_legal(q, Action::SwapDown);
-        if (swap) q = looptool::apply(looptool::apply(q, Action::SwapDown), Action::Up);
-        const looptool::Loop &l = q.tree.nests[n].loops[0];
-        if (l.size + (l.tail > 0) < threads || !looptool::is_legal(q, Action::Parallel)) continue;
-        out.actions.insert(out.actions.end(), size_t(at - p.cursor), Action::Down);
-        if (swap) out.actions.insert(out.actions.end(), {Action::SwapDown, Action::Up});
-        p = looptool::apply(q, Action::Parallel);
-        out.actions.push_back(Action::Parallel);
-        for (int st : p.tree.nests[n].stmts)
-            work = work || c.stmts[size_t(st)].reduce != looptool::ReduceKind::None;
-    }
-    if (!work) return std::nullopt;
+    out.actions.insert(out.actions.end(), more->begin(), more->end());
     return out;
 }
 

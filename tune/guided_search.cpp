@@ -12,6 +12,7 @@
 #include "looptool/ir/error.h"
 #include "looptool/measure/traffic.h"
 #include "search/tile_schedules.h"
+#include "tune/guided_finals.h"
 #include "tune/ranked_rollout.h"
 #include "util/stats.h"
 
@@ -22,13 +23,7 @@ using looptool::Program;
 
 namespace {
 
-struct Node {
-    Program program;
-    std::vector<Action> path;  // from the start
-    double gflops = 0;
-    int next_branch = 0;  // 0: continue with a fresh rollout; i > 0: the i-th best action
-    std::string origin;
-};
+using Node = SearchNode;
 
 class Search {
 public:
@@ -61,8 +56,12 @@ public:
         const looptool::MeasureOptions m =
             fewer_long_calls(env_.config().measure, call_s, kFinalCalls);
         // The finalists, the greedy rollout's best, the best seed, the best that does not
-        // depend on the shared cache.
-        return (kFinalists + 3) *
+        // depend on the shared cache; above one thread the counterparts across `parallel`
+        // and the two best's rematch (rematch_top_two()).
+        const int kernels =
+            kFinalists + 3 +
+            (env_.config().threads > 1 ? kThreadCounterparts + 1 + 2 * (kJudgeRounds - 1) : 0);
+        return kernels *
                (double(m.warmup) * call_s + std::max(m.min_time_s, double(m.min_runs) * call_s));
     }
 
@@ -76,57 +75,6 @@ public:
     /// (fewer_long_calls()).
     looptool::MeasureOptions finals_options() const {
         return fewer_long_calls(env_.config().measure, best_call_s(), kFinalCalls);
-    }
-
-    /// The finalists: the best few distinct schedules, the best seed (what the policy added to
-    /// the seeds is then on the same protocol), the greedy rollout's best (so the result is
-    /// never below it), the start (so it is never below the start either, and its figure is a
-    /// full measurement), and the best that does not depend on the shared cache when every other
-    /// one does.
-    struct Finals {
-        std::vector<size_t> nodes;
-        std::vector<std::string> keys;
-        void take(const std::vector<Node> &all, size_t i) {
-            const std::string key = looptool::schedule_key(all[i].program);
-            if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
-            keys.push_back(key);
-            nodes.push_back(i);
-        }
-        /// The finalist with this node's schedule, or -1.
-        long find(const std::vector<Node> &all, size_t i) const {
-            const auto f =
-                std::find(keys.begin(), keys.end(), looptool::schedule_key(all[i].program));
-            return f == keys.end() ? -1 : long(f - keys.begin());
-        }
-    };
-
-    Finals pick_finals(const GuidedResult &r) const {
-        std::vector<size_t> order(nodes_.size());
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(),
-                         [&](size_t a, size_t b) { return nodes_[a].gflops > nodes_[b].gflops; });
-        Finals f;
-        for (size_t i : order)
-            if (f.nodes.size() < size_t(kFinalists)) f.take(nodes_, i);
-        if (const auto s = best_seed_node()) f.take(nodes_, *s);
-        // The greedy rollout's best, found by its schedule (a seed may have reached it first).
-        // When the rollout never improved on the start there is nothing to keep it above.
-        const std::string greedy_key = looptool::schedule_key(r.greedy.best);
-        if (!r.greedy.best_actions.empty())
-            for (size_t i = 0; i < nodes_.size(); ++i)
-                if (looptool::schedule_key(nodes_[i].program) == greedy_key) {
-                    f.take(nodes_, i);
-                    break;
-                }
-        f.take(nodes_, start_node_);
-        auto fragile = [&](size_t i) { return depends_on_shared_cache(nodes_[i].program); };
-        if (std::all_of(f.nodes.begin(), f.nodes.end(), fragile))
-            for (size_t i : order)
-                if (!fragile(i)) {
-                    f.take(nodes_, i);
-                    break;
-                }
-        return f;
     }
 
     /// The seed measured fastest by the search, if any seed was measured.
@@ -211,14 +159,43 @@ public:
         }
     }
 
+    /// Above one thread, the two fastest finalists but the start measured again in kJudgeRounds
+    /// alternating rounds (the finals' figures the first), each one's figure then the median of
+    /// its rounds: a kernel on every core is slowed by another process on any of them, and one
+    /// measurement of 10 ms can fall in such a burst where its rival's did not.
+    void rematch_top_two(const Finals &f, std::vector<double> &gflops) {
+        if (env_.config().threads < 2) return;
+        const long start = f.find(nodes_, start_node_);
+        std::vector<size_t> top;
+        for (size_t k = 0; k < gflops.size(); ++k)
+            if (gflops[k] > 0 && long(k) != start) top.push_back(k);
+        if (top.size() < 2) return;
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(),
+                          [&](size_t a, size_t b) { return gflops[a] > gflops[b]; });
+        std::vector<double> rounds[2] = {{gflops[top[0]]}, {gflops[top[1]]}};
+        for (int round = 1; round < kJudgeRounds; ++round)
+            for (int i : {1, 0})
+                rounds[i].push_back(env_.measure_again(nodes_[f.nodes[top[size_t(i)]]].program));
+        for (int i : {0, 1})
+            gflops[top[size_t(i)]] = nodes_[f.nodes[top[size_t(i)]]].gflops = median(rounds[i]);
+    }
+
     /// The finalists measured again; the fastest (but for the robust margin, and never below
     /// the start); the best seed judged beside it. Returns the index of the winner.
     size_t final_choice(GuidedResult &r) {
-        const Finals f = pick_finals(r);
-        const std::vector<double> gflops = measure_finals(f, r);
+        Finals f = pick_finals(nodes_, kFinalists, best_seed_node(), r.greedy, start_node_);
+        for (SearchNode &c :
+             thread_counterparts(nodes_, f, kThreadCounterparts, r.greedy,
+                                 nodes_[start_node_].program, env_.config().threads))
+            f.take(nodes_, add(c.program, std::move(c.path), 0, config_.branches, c.origin));
+        std::vector<double> gflops = measure_finals(f, r);
+        rematch_top_two(f, gflops);
         std::vector<bool> fragile(f.nodes.size());
-        for (size_t k = 0; k < f.nodes.size(); ++k)
-            fragile[k] = depends_on_shared_cache(nodes_[f.nodes[k]].program);
+        for (size_t k = 0; k < f.nodes.size(); ++k) {
+            const Node &n = nodes_[f.nodes[k]];
+            fragile[k] = depends_on_shared_cache(n.program);
+            r.finalists.push_back({n.origin, n.path, gflops[k]});
+        }
         const size_t fastest =
             size_t(std::max_element(gflops.begin(), gflops.end()) - gflops.begin());
         const size_t chosen = choose_final(gflops, fragile, size_t(f.find(nodes_, start_node_)),

@@ -113,6 +113,15 @@ looptool::MeasureOptions start_options(const looptool::MeasureOptions &configure
 /// Rounds in which the chosen kernel and the best seed are measured alternately.
 inline constexpr int kJudgeRounds = 3;
 
+/// A kernel tune measured again at the end of the search (GuidedResult::finalists).
+struct GuidedFinalist {
+    std::string found_by;
+    std::vector<looptool::Action> actions;  ///< from the start
+    /// With the configured protocol; 0: cut short at under half the best during the search,
+    /// not measured again.
+    double gflops = 0;
+};
+
 struct GuidedResult {
     looptool::Program best;
     double base_gflops = 0, best_gflops = 0;
@@ -139,6 +148,10 @@ struct GuidedResult {
     /// Every seed measured, in order, with the search's last figure for it: a bounded
     /// measurement, or for a finalist the full protocol's (docs/training.md).
     std::vector<std::pair<std::string, double>> seed_gflops;
+    /// The kernels the choice was among, in the order they were taken (the best measured first;
+    /// above one thread each one's counterpart across `parallel`: guided_finals.h); empty with
+    /// --greedy or --full-measurements.
+    std::vector<GuidedFinalist> finalists;
     PolicyTuneResult greedy;  ///< the greedy rollout, always run
     int max_steps = 0;        ///< the step limit used
     int rollouts = 0;         ///< rollouts after the greedy one
