@@ -160,6 +160,28 @@ TEST(Jit, MaskedVectorTailsMatchTheReference) {
     EXPECT_TRUE(matches_reference(shared_jit(), gather));
 }
 
+// A channel-vectorized conv tile (m across the vector, tw output columns unrolled): each run of
+// 2-8 accumulators at consecutive columns is stored through an in-register transpose as runs
+// of up to 4 floats (masked past the run), not scattered; where the channels' planes are under
+// 8 floats apart (a 2x3 output) the scatter stays.
+TEST(Jit, ChannelVectorTilesStoreRunsNotScatters) {
+    for (auto [h, w, m, tm, tw] : {std::tuple{9, 9, 32, 16, 7},
+                                   {9, 10, 32, 16, 8},
+                                   {6, 14, 16, 8, 12},
+                                   {5, 7, 8, 4, 5},
+                                   {4, 4, 32, 32, 2},
+                                   {5, 12, 16, 16, 4},
+                                   {4, 5, 16, 16, 3}}) {
+        Program p = program_of(make_conv2d(1, 3, h, w, m, 3, 3));
+        looptune::ConvTileSchedule s{tm, tw, "mh", false, true, true};
+        for (Action a : looptune::conv_tile_actions(p.computation(), s)) p = apply(p, a);
+        EXPECT_TRUE(matches_reference(shared_jit(), p)) << h << "x" << w << " tile " << s.name();
+        const bool narrow = (h - 2) * (w - 2) < 8;
+        EXPECT_EQ(lower_to_llvm_ir(p).ir.find("llvm.masked.scatter") != std::string::npos, narrow)
+            << h << "x" << w << " tile " << s.name();
+    }
+}
+
 // 1x1 convs and elementwise adds in the `layout` space (flatten among the actions): random
 // schedules, each kernel against the reference.
 TEST(Jit, RandomLayoutSchedulesMatchTheReference) {

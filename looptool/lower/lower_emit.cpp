@@ -103,7 +103,9 @@ std::unique_ptr<Tile> NestEmitter::start_tile(size_t pos, size_t d, State &st) {
 void NestEmitter::finish_tile(const Tile &t, State &st) {
     const int out = plan_.out_slot[plan_.position(t.stmt)];
     const ReduceKind kind = c_.stmts[size_t(t.stmt)].reduce;
+    const std::set<AccKey> transposed = store_transposed(t, out, st);
     for (auto &[k, v] : t.acc) {
+        if (transposed.count(k)) continue;
         if (k.w > 1 && k.stride == 0) {
             // -0 is the identity of a float sum that keeps a -0 result (0 + -0 is +0).
             Value *start = kind == ReduceKind::Sum ? llvm::ConstantFP::getNegativeZero(f32_)

@@ -187,6 +187,13 @@ private:
     void emit_transpose(const Transpose &t, const State &st);
     std::unique_ptr<Tile> start_tile(size_t pos, size_t d, State &st);
     void finish_tile(const Tile &t, State &st);
+    /// The accumulators of `t` that would be scattered (w lanes `stride` >= 8 apart) and come in
+    /// groups of 2 to 8 at consecutive elements (an unrolled loop along the output's rows, the
+    /// vector across them), each group transposed in registers and stored as runs of up to 4
+    /// floats; returns the keys stored.
+    std::set<AccKey> store_transposed(const Tile &t, int slot, State &st);
+    void store_group(int slot, State &st, int64_t off, int64_t w, int64_t stride,
+                     const std::vector<Value *> &group);
 
     Type *vec_type(int64_t w) const {
         return w == 1 ? f32_ : static_cast<Type *>(llvm::FixedVectorType::get(f32_, unsigned(w)));
