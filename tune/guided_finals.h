@@ -41,10 +41,10 @@ struct Finals {
 Finals pick_finals(const std::vector<SearchNode> &nodes, int best, std::optional<size_t> seed,
                    const PolicyTuneResult &greedy, size_t start);
 
-/// Finalists (the best measured) whose counterpart across `parallel` tune measures too, besides
-/// the greedy rollout's best: the fastest and its runner-up, which a bounded measurement of a few
-/// calls on a loaded core can swap.
-inline constexpr int kThreadCounterparts = 2;
+/// Finalists whose counterpart across `parallel` tune measures too, at most: every finalist but
+/// the start (the best measured, the best seed, the greedy rollout's best, a robust one), so
+/// whichever wins the final measurement was measured on both sides.
+inline constexpr int kThreadCounterparts = 6;
 
 /// With `threads` > 1, for each of the first `count` finalists (the best measured) and the
 /// greedy rollout's best: the same schedule on the other side of `parallel`, a node to measure
