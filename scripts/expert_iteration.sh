@@ -3,9 +3,12 @@
 # policy guiding a measured search, with its seeds) finds on each training benchmark of a mix
 # becomes the policy's demonstration, and `train --adapt` fine-tunes the policy on them.
 #
-#   scripts/expert_iteration.sh OUT_DIR [INIT_POLICY] [LOOPTOOL]
+#   scripts/expert_iteration.sh OUT_DIR [INIT_POLICY] [LOOPTOOL] [SPACE]
 #
-# Writes OUT_DIR/mix (the benchmarks), OUT_DIR/tune.json and OUT_DIR/traces.csv (the
+# INIT_POLICY is first widened to the action space SPACE (`policy extend`; default `layout`, the
+# one-thread seeds' actions: `flatten`, `pack` and `fuse` besides `full`'s), so no demonstration
+# is cut at an action the policy cannot take. Writes OUT_DIR/init.policy (the widened start),
+# OUT_DIR/mix (the benchmarks), OUT_DIR/tune.json and OUT_DIR/traces.csv (the
 # demonstrations), OUT_DIR/store.sqlite and OUT_DIR/run (the new policy is
 # OUT_DIR/run/trained.policy). The mix holds no held-out shape (datasets/models, conv_layers,
 # strided_convs, unlike_training, LoopTune's test benchmarks) but shapes of their kinds:
@@ -20,11 +23,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:?usage: expert_iteration.sh OUT_DIR [INIT_POLICY] [LOOPTOOL]}"
 INIT="${2:-$ROOT/policies/default.policy}"
 LOOPTOOL="${3:-$ROOT/build/cli/looptool}"
+SPACE="${4:-layout}"
 GRID="$ROOT/../shared/corpus/looptune/mm64_256_16_range"
 [ -e "$OUT" ] && { echo "error: $OUT exists; give a new directory" >&2; exit 1; }
 [ -d "$GRID" ] || { echo "error: LoopTune's corpus is not at $GRID" >&2; exit 1; }
 [ -f "$INIT" ] || { echo "error: no policy file at $INIT" >&2; exit 1; }
 mkdir -p "$OUT"
+"$LOOPTOOL" policy extend "$INIT" --space "$SPACE" --out "$OUT/init.policy" >/dev/null
+INIT="$OUT/init.policy"
 
 # 1. The mix (seeded: the same benchmarks every time).
 /usr/bin/python3 - "$OUT/mix" "$ROOT" "$GRID" "$LOOPTOOL" <<'PY'

@@ -18,6 +18,7 @@
 #include "looptool/ir/error.h"
 #include "search/tile_schedules.h"
 #include "test_util.h"
+#include "tune/ranked_rollout.h"
 #include "util/machine.h"
 
 using namespace looptool;
@@ -745,4 +746,41 @@ TEST(GuidedSearch, DeepReductionsAlsoSeedThe16x16TileAndKBlocksInsideColumnPanel
         ++checked;
     }
     EXPECT_EQ(checked, 2);
+}
+
+// The chained rollout is the policy's greedy episodes continued from each other's end, measured
+// nowhere: its first state is the greedy rollout's last, each later one a whole episode on (or
+// the step limit), each a verified schedule its actions replay to.
+TEST(GuidedSearch, TheChainedRolloutContinuesThePolicysEpisodesUnmeasured) {
+    Environment env = policy_env();
+    const auto shadow = unmeasured_environment(env);
+    const Program start = tests::matmul_program(96, 17, 40);
+    const int episode = env.config().max_steps, limit = 3 * episode + 5;
+    const int64_t measured = env.counters().measurements;
+    const std::vector<ScoredState> chain = chained_rollout(shipped_policy(), *shadow, start, limit);
+    EXPECT_EQ(env.counters().measurements, measured);
+    ASSERT_FALSE(chain.empty());
+    const PolicyTuneResult greedy = tune_with_policy(shipped_policy(), env, start);
+    if (int(greedy.actions.size()) == episode && schedule_key(greedy.final) != schedule_key(start))
+        EXPECT_EQ(chain.front().actions, greedy.actions);
+    std::string previous = schedule_key(start);
+    for (size_t i = 0; i < chain.size(); ++i) {
+        const ScoredState &s = chain[i];
+        const int n = int(s.actions.size());
+        EXPECT_TRUE(n % episode == 0 || n == limit) << n;
+        EXPECT_LE(n, limit);
+        if (i > 0)
+            EXPECT_TRUE(std::equal(chain[i - 1].actions.begin(), chain[i - 1].actions.end(),
+                                   s.actions.begin()));
+        Program replayed = start;
+        for (Action a : s.actions) replayed = apply(replayed, a);
+        EXPECT_EQ(schedule_key(replayed), schedule_key(s.program));
+        EXPECT_NE(schedule_key(s.program), previous);
+        previous = schedule_key(s.program);
+        EXPECT_TRUE(env.verify(s.program).ok);
+    }
+    // Up to the step limit, and never past it.
+    EXPECT_TRUE(chained_rollout(shipped_policy(), *shadow, start, 3).size() <= 1);
+    for (const ScoredState &s : chained_rollout(shipped_policy(), *shadow, start, 3))
+        EXPECT_EQ(s.actions.size(), 3u);
 }

@@ -32,10 +32,8 @@ public:
         : policy_(policy), env_(env), config_(config), limit_(limit), flops_(flops) {}
 
     /// No step starts that would, at the average cost of a measured state so far, end after
-    /// 95% of the budget (so the budget bounds the search's end, not the start of its last
-    /// step). The 5% are for what those estimates miss: aiming at the budget itself, half of
-    /// the real-model set ended within 10 ms of it, a median of 0.499 s for 0.5 s
-    /// (docs/decisions.md).
+    /// 95% of the budget: the budget bounds the search's end, and the 5% are for what those
+    /// estimates miss (docs/decisions.md).
     bool out_of_time() const {
         const double t = elapsed();
         return t + (nodes_.empty() ? 0.0 : t / double(nodes_.size())) + finals_reserve() >=
@@ -44,8 +42,7 @@ public:
 
     /// Time kept for re-measuring the finalists (and the greedy rollout's best) with the
     /// configured protocol: per kernel its warm-ups, then at least its minimum time and runs of
-    /// the best kernel so far. (Counting the runs alone, LoopTune's split ended at 0.51-0.52 s
-    /// of a 0.5 s budget.)
+    /// the best kernel so far.
     double finals_reserve() const {
         if (!config_.bounded_measurements || best_gflops_ <= 0) return 0;
         // A kernel measured on prefixes: about the finalists' prefix (rounded up to whole
@@ -79,11 +76,10 @@ public:
 
     /// The seed measured fastest by the search, if any seed was measured.
     std::optional<size_t> best_seed_node() const {
-        if (seed_nodes_.empty()) return std::nullopt;
-        size_t best = seed_nodes_.front();
-        for (size_t i : seed_nodes_)
-            if (nodes_[i].gflops > nodes_[best].gflops) best = i;
-        return best;
+        const auto best = std::max_element(
+            seed_nodes_.begin(), seed_nodes_.end(),
+            [&](size_t a, size_t b) { return nodes_[a].gflops < nodes_[b].gflops; });
+        return best == seed_nodes_.end() ? std::nullopt : std::optional<size_t>(*best);
     }
 
     /// The finalists measured again with the configured protocol (a bounded measurement of
@@ -278,9 +274,8 @@ public:
 
     /// rollout() with the cost model: unmeasured, then its best-scored state measured.
     void ranked_rollout(const Node &from, int branch, const std::string &origin) {
-        if (!shadow_) shadow_ = unmeasured_environment(env_);
         const std::vector<ScoredState> states = scored_rollout(
-            policy_, *shadow_, from.program, branch, limit_ - int(from.path.size()), *config_.rank);
+            policy_, shadow(), from.program, branch, limit_ - int(from.path.size()), *config_.rank);
         const auto top = std::max_element(
             states.begin(), states.end(),
             [](const ScoredState &a, const ScoredState &b) { return a.score < b.score; });
@@ -306,8 +301,7 @@ public:
                 best_gflops_ = std::max(best_gflops_, gflops);
         };
         if (!config_.rank) return tune_with_policy(policy_, env_, start, hooks);
-        if (!shadow_) shadow_ = unmeasured_environment(env_);
-        return ranked_greedy_rollout(policy_, env_, *shadow_, start, *config_.rank, hooks);
+        return ranked_greedy_rollout(policy_, env_, shadow(), start, *config_.rank, hooks);
     }
 
     /// `win`, or when its actions do not apply to `whole` (an unroll of the batch loop, longer
@@ -366,6 +360,12 @@ public:
                 add_seed(start, seeds[i]);
             }
         }
+        // The policy's chained rollout, before the greedy one (its best bounds their measurements).
+        if (!config_.greedy)
+            for (const ScoredState &s : chained_rollout(policy_, shadow(), start, limit_)) {
+                bound_next_measurement();
+                add(s.program, s.actions, env_.evaluate(s.program), 0, "policy chain");
+            }
         r.greedy = greedy_rollout(start);
         r.base_gflops = r.greedy.base_gflops;
         r.base_cut_short = env_.cut_short(start);
@@ -428,7 +428,8 @@ private:
     size_t start_node_ = 0;           // the start's node
     int rollouts_ = 0;
     int stale_ = 0;                        // ranked rollouts in a row that found nothing faster
-    std::unique_ptr<Environment> shadow_;  // for ranked rollouts: measures nothing
+    std::unique_ptr<Environment> shadow_;  // for unmeasured rollouts (made when first needed)
+    Environment &shadow() { return *(shadow_ ? shadow_ : shadow_ = unmeasured_environment(env_)); }
     const double flops_;
     double best_gflops_ = 0;  // the best measured so far, bounds the next measurement
 };

@@ -4,7 +4,11 @@
 // measurements, but for GuidedConfig::robust_margin):
 //   1. seeds: a few members of the `tile` template (tile_schedules.h), or for n = 1
 //      k-vectorized dot products, are measured, when the start is a matmul's naive nest;
-//   2. the greedy rollout (tune_with_policy) runs to its end.
+//   2. the policy's chained rollout (chained_rollout(), ranked_rollout.h): its greedy episodes
+//      continued from each other's end up to the step limit, unmeasured, each episode's end
+//      measured: a schedule longer than one episode (a packed tile, a conv's 20-50 actions)
+//      costs a measurement per episode, not one per state, and its figure bounds what follows;
+//   3. the greedy rollout (tune_with_policy) runs to its end.
 // Then, while the budget (counted from the start) lasts, best-first refinement: the best
 // measured state with an untried branch is expanded: branch 0 continues it with a fresh greedy
 // rollout of the policy, branch i > 0 takes the i-th best action by Q-value and then follows

@@ -58,6 +58,30 @@ std::vector<ScoredState> scored_rollout(const Policy &policy, Environment &shado
     return out;
 }
 
+std::vector<ScoredState> chained_rollout(const Policy &policy, Environment &shadow,
+                                         const Program &from, int max_actions) {
+    std::vector<ScoredState> out;
+    std::string last_key = looptool::schedule_key(from);
+    Program p = from;
+    std::vector<Action> path;
+    while (int(path.size()) < max_actions) {
+        shadow.reset(p);  // a fresh episode from where the last one ended
+        const size_t before = path.size();
+        while (shadow.steps_taken() < shadow.config().max_steps && int(path.size()) < max_actions) {
+            const int a = policy.act(shadow);
+            if (a < 0) break;
+            shadow.step_index(a);
+            path.push_back(shadow.action_space().actions[size_t(a)]);
+        }
+        if (path.size() == before) break;  // no legal action
+        p = shadow.program();
+        const std::string key = looptool::schedule_key(p);
+        if (key != last_key) out.push_back({p, path, 0});
+        last_key = key;
+    }
+    return out;
+}
+
 PolicyTuneResult ranked_greedy_rollout(const Policy &policy, Environment &env, Environment &shadow,
                                        const Program &start, const CostModel &model,
                                        const RolloutHooks &hooks) {

@@ -50,6 +50,15 @@ std::vector<ScoredState> scored_rollout(const Policy &policy, Environment &shado
                                         const looptool::Program &from, int branch, int max_actions,
                                         const CostModel &model);
 
+/// The policy's greedy rollout on `shadow` (unmeasured_environment()) from `from`, continued in
+/// fresh episodes of the policy's length (as it is taught demonstrations longer than one) up to
+/// `max_actions` actions: each episode's last state whose schedule differs from `from`'s and from
+/// the previous episode's, in order, with the actions from `from` (score 0). A schedule needing
+/// more actions than one episode (a packed tile, a conv's: 20-50) is reached so with one
+/// measurement per episode, where measuring every state on the way cost the whole budget.
+std::vector<ScoredState> chained_rollout(const Policy &policy, Environment &shadow,
+                                         const looptool::Program &from, int max_actions);
+
 /// tune_with_policy() ranked: the start measured in `env` (with the hooks around it), the greedy
 /// rollout run on `shadow`, then its best-scored state and its last one measured in `env`.
 /// step_gflops is NaN for the states not measured.
