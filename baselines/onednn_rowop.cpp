@@ -13,8 +13,6 @@
 
 namespace looptune::bench {
 
-void streaming_copy(const float *x, float *y, int64_t n);
-
 using looptool::Computation;
 using looptool::Error;
 
@@ -117,7 +115,7 @@ double streaming_copy_seconds(int64_t floats) {
 }
 
 std::string rowop_implementation(const std::string &method, const Computation &c) {
-    if (method == kStreamingCopy) return "loop -O3 -march=native";
+    if (method == kStreamingCopy) return "loop -O3 -march=native, non-temporal past LLC/2";
     return row_primitive(method, c, nullptr)->implementation();
 }
 

@@ -2,11 +2,13 @@
 //  - oneDNN's softmax and layer_normalization primitives (forward inference, one thread,
 //    oneDNN 2.6 through the C API, loaded at run time like its sgemm: onednn.cpp), reading
 //    and writing our X and Y (and G, B as the layernorm's scale and shift) directly;
-//  - a streaming copy of X into Y (a memcpy-like loop, compiled -O3 -march=native): the memory
-//    roof a row operation (or GELU), which reads X once and writes Y once, can at best reach.
+//  - a streaming copy of X into Y (a loop compiled -O3 -march=native, non-temporal stores from
+//    half the last-level cache up: streaming_copy.cpp): the memory roof a row operation (or
+//    GELU), which reads X once and writes Y once, can at best reach.
 // Each is checked against our reference on the computation's own buffers before it is timed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -37,6 +39,10 @@ std::function<double()> rowop_measurer(const std::string &bench, const std::stri
 
 /// Bytes a row operation must move at least: X read once, Y written once (plus G and B).
 double rowop_min_bytes(const looptool::Computation &c);
+
+/// y[0, n) = x[0, n): a plain loop, or from half the last-level cache up non-temporal stores (y
+/// at any alignment: plain stores up to its first vector boundary and in the tail).
+void streaming_copy(const float *x, float *y, int64_t n);
 
 /// Seconds per call of the streaming copy of `floats` floats (the full protocol's median).
 double streaming_copy_seconds(int64_t floats);

@@ -4,10 +4,12 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "baselines/onednn_rowop.h"
 #include "looptool/check/verify.h"
@@ -17,6 +19,7 @@
 #include "looptool/jit/export.h"
 #include "looptool/lower/lower.h"
 #include "tests/test_util.h"
+#include "util/machine.h"
 
 namespace looptool {
 namespace {
@@ -267,6 +270,25 @@ TEST(VectorMath, TheRowOperationReferencesRunCheckedOnTheirOps) {
     EXPECT_GT(lb::rowop_measurer("gelu", lb::kStreamingCopy, gelu)(), 0);
     EXPECT_THROW(lb::rowop_measurer("norm", lb::kOnednnSoftmax, norm), Error);
     EXPECT_DOUBLE_EQ(lb::rowop_min_bytes(norm), 4.0 * (2 * 16 * 48 + 2 * 48));
+}
+
+// The copy past half the last-level cache takes its non-temporal path: every element copied
+// whatever y's alignment and n's tail, nothing written past n.
+TEST(VectorMath, TheStreamingCopyPastTheCacheCopiesAtAnyAlignment) {
+    const int64_t n = looptune::cache_sizes().llc / 2 / 4 + 37;
+    std::vector<float> x(size_t(n + 16)), y(size_t(n + 16));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 1000) + 0.5f;
+    for (int64_t shift : {0, 1, 7}) {
+        std::fill(y.begin(), y.end(), -1.0f);
+        looptune::bench::streaming_copy(x.data() + shift, y.data() + shift, n);
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; ++i) wrong += y[size_t(i + shift)] != x[size_t(i + shift)];
+        EXPECT_EQ(wrong, 0) << "shift " << shift;
+        EXPECT_EQ(y[size_t(n + shift)], -1.0f);
+        if (shift > 0) {
+            EXPECT_EQ(y[size_t(shift - 1)], -1.0f);
+        }
+    }
 }
 
 }  // namespace
