@@ -212,10 +212,10 @@ def readme_rows(cpu, runs):
         if any(m.startswith("onednn-conv") for r in rows.values() for m in r):
             best, secs = short_geomean(rows, "onednn-conv-best")
             plain, _ = short_geomean(rows, "onednn-conv-plain")
-            cell = f"{best:.2f}x its best layout, {plain:.2f}x ours"
+            cell = f"{best:.3f}x its best layout, {plain:.3f}x ours"
         else:
             g, secs = short_geomean(rows, "onednn")
-            cell = f"{g:.2f}x"
+            cell = f"{g:.3f}x"
         if secs:
             lines.append(f"| {cpu} | {about['set']} | {cell} | {statistics.median(secs):.2f} s "
                          f"| {re.match(r'[0-9a-f]*', about['build']).group()} |")

@@ -117,8 +117,8 @@ printf '# R\n\n<!-- results:begin -->\nold\n<!-- results:end -->\n\nafter\n' > "
 "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res.md" --readme "$tmp/readme.md" \
     > "$tmp/res.log" 2>&1 || fail "results.py: $(tail -1 "$tmp/res.log")"
 # README's table between its markers: one row per set (not the ablation run), the rest kept.
-grep -q "^| CPU X | two shapes | 1.00x | 0.50 s | abc |$" "$tmp/readme.md" &&
-    grep -q "^| CPU X | unlike | 3.00x | " "$tmp/readme.md" && ! grep -q "abl\|^old" "$tmp/readme.md" &&
+grep -q "^| CPU X | two shapes | 1.000x | 0.50 s | abc |$" "$tmp/readme.md" &&
+    grep -q "^| CPU X | unlike | 3.000x | " "$tmp/readme.md" && ! grep -q "abl\|^old" "$tmp/readme.md" &&
     grep -q "^after$" "$tmp/readme.md" || fail "results.py --readme: $(cat "$tmp/readme.md")"
 printf '# R\n' > "$tmp/readme2.md"
 if "$py" "$here/results.py" --results "$tmp/res" --out "$tmp/res3.md" --readme "$tmp/readme2.md" \
