@@ -37,16 +37,6 @@ EnvConfig unmeasured(const std::string &space) {
     return c;
 }
 
-std::vector<std::string> benchmarks() {
-    std::vector<std::string> all;
-    for (const char *folder : {"mm64_256_16_range", "conv"})
-        for (const auto &e : fs::directory_iterator(kCorpus / folder)) all.push_back(e.path());
-    std::sort(all.begin(), all.end());
-    std::vector<std::string> out;
-    for (size_t i = 0; i < all.size(); i += all.size() / 8) out.push_back(all[i]);
-    return out;
-}
-
 }  // namespace
 
 TEST(PolicyExtend, OldActionsKeepTheirQValuesAndNewOnesStartAtTheirMean) {
@@ -58,7 +48,7 @@ TEST(PolicyExtend, OldActionsKeepTheirQValuesAndNewOnesStartAtTheirMean) {
     ASSERT_GT(new_space.size(), old_space.size());
     std::mt19937_64 rng(5);
     int states = 0;
-    for (const std::string &bench : benchmarks()) {
+    for (const std::string &bench : looptool::tests::corpus_sample(kCorpus, 8)) {
         old_env.reset(bench);
         new_env.reset(bench);
         for (int step = 0; step < 12; ++step) {

@@ -30,16 +30,6 @@ namespace {
 
 const fs::path kCorpus = LOOPTUNE_CORPUS_DIR;
 
-std::vector<std::string> benchmarks() {
-    std::vector<std::string> all;
-    for (const char *folder : {"mm64_256_16_range", "conv"})
-        for (const auto &e : fs::directory_iterator(kCorpus / folder)) all.push_back(e.path());
-    std::sort(all.begin(), all.end());
-    std::vector<std::string> out;
-    for (size_t i = 0; i < all.size(); i += all.size() / 6) out.push_back(all[i]);
-    return out;
-}
-
 // The first legal maximum, as Policy::act and greedy_action take it.
 int greedy(const std::vector<float> &q, const std::vector<uint8_t> &mask) {
     int best = -1;
@@ -100,7 +90,7 @@ TEST(PolicyMachine, OldPoliciesActExactlyAsBeforeInBothForwards) {
         Environment env(policy.env_config(c));
         const bool graph = policy.info().encoder == "gnn";
         int states = 0;
-        for (const std::string &bench : benchmarks()) {
+        for (const std::string &bench : looptool::tests::corpus_sample(kCorpus, 6)) {
             env.reset(bench);
             std::vector<int> actions;
             while (true) {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <cstdint>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,20 @@ inline ::testing::AssertionResult matches_reference(Jit &jit, const Program &p, 
 inline Jit &shared_jit() {
     static std::unique_ptr<Jit> jit = Jit::create();
     return *jit;
+}
+
+/// About `n` of LoopTune's matmul and conv benchmarks under `corpus`, evenly spaced in sorted
+/// order.
+inline std::vector<std::string> corpus_sample(const std::filesystem::path &corpus, size_t n) {
+    std::vector<std::string> all;
+    for (const char *folder : {"mm64_256_16_range", "conv"})
+        for (const auto &e : std::filesystem::directory_iterator(corpus / folder))
+            all.push_back(e.path());
+    std::sort(all.begin(), all.end());
+    std::vector<std::string> out;
+    for (size_t i = 0; i < all.size(); i += std::max<size_t>(1, all.size() / n))
+        out.push_back(all[i]);
+    return out;
 }
 
 /// The naive program of `c`.
