@@ -93,8 +93,8 @@ TEST(GuidedFinals, OnOneThreadNoParallelCounterpart) {
     EXPECT_TRUE(env.verify(r.best).ok);
 }
 
-// thread_counterparts() itself: nothing on one thread; above, the other side of each of the
-// first finalists, never the start's nor one already a finalist.
+// thread_counterparts() itself: nothing on one thread; above, the other side of each
+// finalist, never the start's nor one already a finalist.
 TEST(GuidedFinals, CounterpartsAreTheOtherSideOfTheBestFinalists) {
     const Program start = tests::matmul_program(64, 96, 48);
     const auto seeds = tune_seeds(start.computation(), kSeedSteps, ActionSpace::preset("full"));
@@ -105,8 +105,8 @@ TEST(GuidedFinals, CounterpartsAreTheOtherSideOfTheBestFinalists) {
                          10.0 - double(i), 0, seeds[i].name});
     PolicyTuneResult greedy;  // never improved on the start
     const Finals f = pick_finals(nodes, 2, std::nullopt, greedy, 0);
-    EXPECT_TRUE(thread_counterparts(nodes, f, 2, greedy, start, 1).empty());
-    const std::vector<SearchNode> c = thread_counterparts(nodes, f, 3, greedy, start, 2);
+    EXPECT_TRUE(thread_counterparts(nodes, f, start, 1).empty());
+    const std::vector<SearchNode> c = thread_counterparts(nodes, f, start, 2);
     ASSERT_EQ(c.size(), 2u);  // the start's is not offered
     for (size_t i = 0; i < c.size(); ++i) {
         EXPECT_EQ(c[i].origin, seeds[i].name + ", parallel");
@@ -117,7 +117,7 @@ TEST(GuidedFinals, CounterpartsAreTheOtherSideOfTheBestFinalists) {
         both.push_back(c[i]);
         Finals g = f;
         g.take(both, both.size() - 1);
-        for (const SearchNode &d : thread_counterparts(both, g, 3, greedy, start, 2))
+        for (const SearchNode &d : thread_counterparts(both, g, start, 2))
             EXPECT_NE(schedule_key(d.program), schedule_key(nodes[i + 1].program));
     }
 }

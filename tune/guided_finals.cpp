@@ -13,9 +13,8 @@ using looptool::Action;
 using looptool::Program;
 
 void Finals::take(const std::vector<SearchNode> &all, size_t i) {
-    const std::string key = looptool::schedule_key(all[i].program);
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) return;
-    keys.push_back(key);
+    if (find(all, i) >= 0) return;
+    keys.push_back(looptool::schedule_key(all[i].program));
     nodes.push_back(i);
 }
 
@@ -83,16 +82,12 @@ Finals pick_finals(const std::vector<SearchNode> &nodes, int best, std::optional
 }
 
 std::vector<SearchNode> thread_counterparts(const std::vector<SearchNode> &nodes, const Finals &f,
-                                            size_t count, const PolicyTuneResult &greedy,
                                             const Program &start, int threads) {
     if (threads < 2) return {};
-    std::vector<size_t> from(f.nodes.begin(),
-                             f.nodes.begin() + long(std::min(count, f.nodes.size())));
-    if (const auto g = greedy_node(nodes, greedy)) from.push_back(*g);
     const std::string start_key = looptool::schedule_key(start);
     std::vector<SearchNode> out;
     std::vector<std::string> keys = f.keys;
-    for (size_t i : from) {
+    for (size_t i : f.nodes) {
         if (looptool::schedule_key(nodes[i].program) == start_key) continue;
         std::optional<SearchNode> c = counterpart(nodes[i], start, threads);
         if (!c) continue;

@@ -46,14 +46,13 @@ Finals pick_finals(const std::vector<SearchNode> &nodes, int best, std::optional
 /// whichever wins the final measurement was measured on both sides.
 inline constexpr int kThreadCounterparts = 6;
 
-/// With `threads` > 1, for each of the first `count` finalists (the best measured) and the
-/// greedy rollout's best: the same schedule on the other side of `parallel`, a node to measure
+/// With `threads` > 1, for each finalist (pick_finals(): the greedy rollout's best is one): the
+/// same schedule on the other side of `parallel`, a node to measure
 /// with the finalists where it is not one already: its parallel variant (parallel_actions())
 /// when no loop is parallel, else its serial version (serial_path()). None on one thread, for
 /// the start, or where the variant does not exist. `start` is the search's start (the paths'
 /// origin).
 std::vector<SearchNode> thread_counterparts(const std::vector<SearchNode> &nodes, const Finals &f,
-                                            size_t count, const PolicyTuneResult &greedy,
                                             const looptool::Program &start, int threads);
 
 }  // namespace looptune

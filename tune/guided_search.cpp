@@ -181,8 +181,7 @@ public:
     size_t final_choice(GuidedResult &r) {
         Finals f = pick_finals(nodes_, kFinalists, best_seed_node(), r.greedy, start_node_);
         for (SearchNode &c :
-             thread_counterparts(nodes_, f, f.nodes.size(), r.greedy, nodes_[start_node_].program,
-                                 env_.config().threads))
+             thread_counterparts(nodes_, f, nodes_[start_node_].program, env_.config().threads))
             f.take(nodes_, add(c.program, std::move(c.path), 0, config_.branches, c.origin));
         std::vector<double> gflops = measure_finals(f, r);
         rematch_top_two(f, gflops);
