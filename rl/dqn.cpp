@@ -115,6 +115,7 @@ TrainSummary train_dqn(const TrainConfig &c) {
     RunSnapshot at;
     at.env_steps = run.start_steps();
     at.episodes = run.start_episodes();
+    at.updates = learner.updates;  // a run out of time before its first step reports 0 updates/s
     DqnActor actor(c, run.dataset(), at.env_steps);
     RunningMean loss_mean(200);
     profile.set_env_baseline(env.counters());
