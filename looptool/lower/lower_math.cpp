@@ -11,7 +11,6 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <functional>
 
@@ -169,37 +168,23 @@ llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
     return b.CreateSelect(b.CreateFCmpUNO(x, x), x, scale_by_pow2(b, p, n));
 }
 
-// x clamped to [-104, 104] on its bits: an unsigned min with -104's takes every float below
-// -104 to it (negative floats order by magnitude), a signed min with 104's every float above
-// 104. Integer instructions, which every vector pipe runs, where maxps/minps take the FMA
-// pipes, exp's bottleneck. A NaN is clamped too: table_exp puts it back.
-llvm::Value *clamp_bits(llvm::IRBuilder<> &b, llvm::Value *x) {
-    auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
-    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), vt->getNumElements());
-    auto bits = [&](float f) { return llvm::ConstantInt::get(it, std::bit_cast<uint32_t>(f)); };
-    llvm::Value *xi = b.CreateBitCast(x, it);
-    xi = b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, xi, bits(-104.0f));
-    xi = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, xi, bits(104.0f));
-    return b.CreateBitCast(xi, vt);
-}
-
 // exp on a vector with AVX-512, by a table of 2^(j/16): with t = x log2 e rounded to sixteenths
 // m = q + j/16 (q whole, j in 0..15), exp(x) = 2^q 2^(j/16) exp(r), r = x - m ln 2 in two parts
 // (the first with 12 bits, so that m times it is exact), |r| <= ln2/32. exp(r) - 1 by its
 // Taylor terms to r^3 (within 0.08 ulp there), one fma onto the table's entry (vpermps from a
 // register), 2^q by vscalefps, which takes the floor of m and rounds once (overflow to inf, the
-// subnormals, 0). Within 1.1 ulp; 7 instructions per vector on the FMA pipes, where the
-// degree-6 polynomial and its clamps take 12: exp is what a softmax row spends its time on.
+// subnormals, 0). Within 1.1 ulp; 9 instructions per vector on the FMA pipes, where the
+// degree-6 polynomial takes 12: exp is what a softmax row spends its time on.
 // m is rounded by adding 1.5 * 2^19 (whose float spacing is 1/16), which leaves 16 j in the
 // sum's low bits: the table's index. x is clamped to [-104, 104] first (exp(-104) rounds to 0,
-// 2^(104 log2 e) overflows); vfixupimmps gives a NaN x back as the result.
+// 2^(104 log2 e) overflows), which keeps a NaN; vscalefps of a NaN is NaN.
 llvm::Value *table_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
     auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
     auto k = [&](double v) { return llvm::ConstantFP::get(vt, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *m, llvm::Value *c) {
         return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, m, c});
     };
-    llvm::Value *xc = clamp_bits(b, x);
+    llvm::Value *xc = clamp(b, x, -104.0, 104.0);
     llvm::Value *s = fma(xc, k(1.44269504088896341), k(0x1.8p19));
     llvm::Value *m = b.CreateFSub(s, k(0x1.8p19));
     llvm::Value *r = fma(m, k(-0x1.62ep-1), xc);
@@ -216,16 +201,11 @@ llvm::Value *table_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
                                  {table, b.CreateBitCast(v[0], i16)});
     });
     llvm::Value *y = fma(entry, q, entry);
-    // Classes of x: a quiet NaN gives x (token 1), a signalling one x quieted (2), others y.
-    llvm::Value *nan_tokens = llvm::ConstantInt::get(i16, 0x21);
-    return by16(b, {y, m, x}, [&](const std::vector<llvm::Value *> &v) {
+    return by16(b, {y, m}, [&](const std::vector<llvm::Value *> &v) {
         auto *v16 = llvm::FixedVectorType::get(b.getFloatTy(), 16);
-        llvm::Value *e = b.CreateIntrinsic(
+        return b.CreateIntrinsic(
             llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
             {v[0], v[1], llvm::PoisonValue::get(v16), b.getInt16(0xffff), b.getInt32(4)});
-        return b.CreateIntrinsic(
-            llvm::Intrinsic::x86_avx512_mask_fixupimm_ps_512, {},
-            {e, v[2], nan_tokens, b.getInt32(0), b.getInt16(0xffff), b.getInt32(4)});
     });
 }
 
