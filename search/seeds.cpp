@@ -413,7 +413,8 @@ std::optional<std::vector<Action>> row_vector_actions(const looptool::Computatio
     for (size_t n = 0; n < p.tree.nests.size(); ++n) {
         const looptool::Nest &nest = p.tree.nests[n];
         const int d = int(nest.loops.size()) - 1, var = nest.loops.back().var;
-        if (d < 1 || !walks_rows(c, nest, var)) continue;
+        // A one-float row has nothing to vectorize (a single iteration cannot be).
+        if (d < 1 || c.vars[size_t(var)].extent < 2 || !walks_rows(c, nest, var)) continue;
         move_to(p.tree.flat({int(n), d}));
         if (c.vars[size_t(var)].extent > w) {
             go(*split);

@@ -193,3 +193,26 @@ TEST(LowerFuse, TheRowSeedVectorizesEveryContiguousPass) {
     ASSERT_EQ(seeds.size(), 2u);
     EXPECT_EQ(seeds[0].name, fmt::format("rows v{}", 4 * looptune::simd_floats()));
 }
+
+// Rows of odd lengths and of one column, through the row seed at 16 and 64 lanes (masked tails,
+// a single lane, the vector exp on pieces of 16), fused and not: the reference's results.
+TEST(LowerFuse, OddAndOneColumnRowsMatchTheReference) {
+    JitOptions o;
+    auto fused = Jit::create(o);
+    o.lower.fuse_rows = false;
+    auto unfused = Jit::create(o);
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {5, 1}, {1, 1}, {3, 17}, {7, 129}, {2, 63}, {4, 200}}) {
+        for (int64_t w : {16, 64}) {
+            for (const Computation &c : {make_softmax(rows, cols), make_layernorm(rows, cols)}) {
+                SCOPED_TRACE(fmt::format("{} at {} lanes", c.name, w));
+                // One column: no nest qualifies, the naive nest runs.
+                const auto acts = looptune::row_vector_actions(c, w);
+                EXPECT_EQ(acts.has_value(), cols > 1);
+                const Program p = apply_all(naive(c), acts.value_or(std::vector<Action>{}));
+                EXPECT_TRUE(tests::matches_reference(*fused, p));
+                EXPECT_TRUE(tests::matches_reference(*unfused, p));
+            }
+        }
+    }
+}

@@ -11,6 +11,8 @@
 #include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "looptool/ir/error.h"
 
@@ -95,33 +97,35 @@ llvm::Value *scalarized(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x, unsigne
     return out;
 }
 
-// 2^n p for a vector n of whole numbers in [-150, 128] and p in [0.7, 1.5], rounded once. With
-// AVX-512 one vscalefps per 16 lanes; otherwise p times two powers of two built in the
-// exponent field, so that a result below 2^-126 is rounded once into the subnormals.
-llvm::Value *scale_by_pow2(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *n, bool avx512) {
-    auto *vt = llvm::cast<llvm::FixedVectorType>(p->getType());
+// f of the vectors `in` (each of x's lanes) in 16-lane pieces, the lanes past the end padded
+// with 1.0: an AVX-512 intrinsic at any width.
+llvm::Value *by16(llvm::IRBuilder<> &b, const std::vector<llvm::Value *> &in,
+                  const std::function<llvm::Value *(const std::vector<llvm::Value *> &)> &f) {
+    auto *vt = llvm::cast<llvm::FixedVectorType>(in[0]->getType());
     const unsigned lanes = vt->getNumElements();
-    if (avx512) {
-        auto *v16 = llvm::FixedVectorType::get(b.getFloatTy(), 16);
-        llvm::Value *out = llvm::PoisonValue::get(vt);
-        for (unsigned pos = 0; pos < lanes; pos += 16) {
-            std::vector<int> in(16), back(lanes), merge(lanes);
-            for (unsigned i = 0; i < 16; ++i) in[i] = int(pos + i < lanes ? pos + i : lanes);
-            for (unsigned i = 0; i < lanes; ++i) {
-                const bool mine = i >= pos && i < pos + 16;
-                back[i] = mine ? int(i - pos) : -1;
-                merge[i] = int(mine ? lanes + i : i);
-            }
-            llvm::Value *one = llvm::ConstantFP::get(vt, 1.0);
-            llvm::Value *y = b.CreateIntrinsic(
-                llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
-                {b.CreateShuffleVector(p, one, in), b.CreateShuffleVector(n, one, in),
-                 llvm::PoisonValue::get(v16), b.getInt16(0xffff), b.getInt32(4)});
-            out = b.CreateShuffleVector(out, b.CreateShuffleVector(y, back), merge);
+    if (lanes == 16) return f(in);
+    llvm::Value *one = llvm::ConstantFP::get(vt, 1.0), *out = llvm::PoisonValue::get(vt);
+    for (unsigned pos = 0; pos < lanes; pos += 16) {
+        std::vector<int> piece(16), back(lanes), merge(lanes);
+        for (unsigned i = 0; i < 16; ++i) piece[i] = int(pos + i < lanes ? pos + i : lanes);
+        for (unsigned i = 0; i < lanes; ++i) {
+            const bool mine = i >= pos && i < pos + 16;
+            back[i] = mine ? int(i - pos) : -1;
+            merge[i] = int(mine ? lanes + i : i);
         }
-        return out;
+        std::vector<llvm::Value *> pieces;
+        for (llvm::Value *v : in) pieces.push_back(b.CreateShuffleVector(v, one, piece));
+        out = b.CreateShuffleVector(out, b.CreateShuffleVector(f(pieces), back), merge);
     }
-    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), lanes);
+    return out;
+}
+
+// 2^n p for a vector n of whole numbers in [-150, 128] and p in [0.7, 1.5], rounded once: p
+// times two powers of two built in the exponent field, so that a result below 2^-126 is
+// rounded once into the subnormals.
+llvm::Value *scale_by_pow2(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *n) {
+    auto *vt = llvm::cast<llvm::FixedVectorType>(p->getType());
+    auto *it = llvm::FixedVectorType::get(b.getInt32Ty(), vt->getNumElements());
     llvm::Value *ni = b.CreateFPToSI(n, it);
     llvm::Value *n1 = b.CreateAShr(ni, 1), *n2 = b.CreateSub(ni, n1);
     auto pow2 = [&](llvm::Value *e) {
@@ -131,22 +135,26 @@ llvm::Value *scale_by_pow2(llvm::IRBuilder<> &b, llvm::Value *p, llvm::Value *n,
     return b.CreateFMul(b.CreateFMul(p, pow2(n1)), pow2(n2));
 }
 
+// x clamped to [lo, hi] by compare-and-selects that keep a NaN (x86's maxps/minps with x
+// second, one instruction each), so NaN flows through to the result.
+llvm::Value *clamp(llvm::IRBuilder<> &b, llvm::Value *x, double lo, double hi) {
+    llvm::Value *l = llvm::ConstantFP::get(x->getType(), lo);
+    llvm::Value *h = llvm::ConstantFP::get(x->getType(), hi);
+    x = b.CreateSelect(b.CreateFCmpOLT(x, l), l, x);
+    return b.CreateSelect(b.CreateFCmpOGT(x, h), h, x);
+}
+
 // exp on a vector inline, Cephes' expf: k = rint(x log2 e), r = x - k ln 2 in two parts (the
 // first with few enough bits that k times it is exact), exp(r) by a degree-6 polynomial on
 // [-ln2/2, ln2/2] (within 2 ulp), scaled by 2^k (scale_by_pow2). x is clamped to [-104, 89]
-// first: exp(-104) rounds to 0 and 2^128 overflows to inf, as exp of anything beyond does. The
-// clamps are compare-and-selects that keep a NaN (x86's maxps/minps with x second, one
-// instruction each), so NaN flows through to the result. Inline rather than libmvec: a call per
-// 16 lanes clobbers every vector register and costs several times these ~15 instructions,
-// which is what a softmax row spends its time on.
-llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x, bool avx512) {
+// first: exp(-104) rounds to 0 and 2^128 overflows to inf, as exp of anything beyond does.
+llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
     auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
     auto k = [&](double v) { return llvm::ConstantFP::get(vt, v); };
     auto fma = [&](llvm::Value *a, llvm::Value *m, llvm::Value *c) {
         return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, m, c});
     };
-    llvm::Value *xc = b.CreateSelect(b.CreateFCmpOLT(x, k(-104.0)), k(-104.0), x);
-    xc = b.CreateSelect(b.CreateFCmpOGT(xc, k(89.0)), k(89.0), xc);
+    llvm::Value *xc = clamp(b, x, -104.0, 89.0);
     llvm::Value *n =
         b.CreateUnaryIntrinsic(llvm::Intrinsic::rint, b.CreateFMul(xc, k(1.44269504088896341)));
     llvm::Value *r = fma(n, k(-0.693359375), xc);
@@ -156,9 +164,49 @@ llvm::Value *inline_exp(llvm::IRBuilder<> &b, llvm::Value *x, bool avx512) {
          {1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1})
         p = fma(p, r, k(c));
     p = fma(p, b.CreateFMul(r, r), b.CreateFAdd(r, k(1.0)));
-    if (avx512) return scale_by_pow2(b, p, n, true);
     // Converting a NaN n to an integer is poison in LLVM's IR: the NaN is put back after.
-    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, scale_by_pow2(b, p, n, false));
+    return b.CreateSelect(b.CreateFCmpUNO(x, x), x, scale_by_pow2(b, p, n));
+}
+
+// exp on a vector with AVX-512, by a table of 2^(j/16): with t = x log2 e rounded to sixteenths
+// m = q + j/16 (q whole, j in 0..15), exp(x) = 2^q 2^(j/16) exp(r), r = x - m ln 2 in two parts
+// (the first with 12 bits, so that m times it is exact), |r| <= ln2/32. exp(r) - 1 by its
+// Taylor terms to r^3 (within 0.08 ulp there), one fma onto the table's entry (vpermps from a
+// register), 2^q by vscalefps, which takes the floor of m and rounds once (overflow to inf, the
+// subnormals, 0). Within 1.1 ulp; 9 instructions per vector on the FMA pipes, where the
+// degree-6 polynomial takes 12: exp is what a softmax row spends its time on.
+// m is rounded by adding 1.5 * 2^19 (whose float spacing is 1/16), which leaves 16 j in the
+// sum's low bits: the table's index. x is clamped to [-104, 104] first (exp(-104) rounds to 0,
+// 2^(104 log2 e) overflows), which keeps a NaN; vscalefps of a NaN is NaN.
+llvm::Value *table_exp(llvm::IRBuilder<> &b, llvm::Value *x) {
+    auto *vt = llvm::cast<llvm::FixedVectorType>(x->getType());
+    auto k = [&](double v) { return llvm::ConstantFP::get(vt, v); };
+    auto fma = [&](llvm::Value *a, llvm::Value *m, llvm::Value *c) {
+        return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt}, {a, m, c});
+    };
+    llvm::Value *xc = clamp(b, x, -104.0, 104.0);
+    llvm::Value *s = fma(xc, k(1.44269504088896341), k(0x1.8p19));
+    llvm::Value *m = b.CreateFSub(s, k(0x1.8p19));
+    llvm::Value *r = fma(m, k(-0x1.62ep-1), xc);
+    r = fma(m, k(-0x1.0bfbe8p-15), r);
+    llvm::Value *q = b.CreateFMul(fma(fma(r, k(1.0 / 6), k(0.5)), r, k(1.0)), r);
+    std::vector<llvm::Constant *> entries;
+    for (int j = 0; j < 16; ++j)
+        entries.push_back(
+            llvm::ConstantFP::get(b.getFloatTy(), double(float(std::exp2(j / 16.0)))));
+    llvm::Value *table = llvm::ConstantVector::get(entries);
+    auto *i16 = llvm::FixedVectorType::get(b.getInt32Ty(), 16);
+    llvm::Value *entry = by16(b, {s}, [&](const std::vector<llvm::Value *> &v) {
+        return b.CreateIntrinsic(llvm::Intrinsic::x86_avx512_permvar_sf_512, {},
+                                 {table, b.CreateBitCast(v[0], i16)});
+    });
+    llvm::Value *y = fma(entry, q, entry);
+    return by16(b, {y, m}, [&](const std::vector<llvm::Value *> &v) {
+        auto *v16 = llvm::FixedVectorType::get(b.getFloatTy(), 16);
+        return b.CreateIntrinsic(
+            llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, {},
+            {v[0], v[1], llvm::PoisonValue::get(v16), b.getInt16(0xffff), b.getInt32(4)});
+    });
 }
 
 }  // namespace
@@ -189,7 +237,7 @@ llvm::Value *emit_math(llvm::IRBuilder<> &b, OpKind op, llvm::Value *x) {
     auto *vt = llvm::dyn_cast<llvm::FixedVectorType>(x->getType());
     if (!vt) return scalar_call(b, op, x, widths);
     const unsigned n = vt->getNumElements();
-    if (op == OpKind::Exp) return inline_exp(b, x, (widths & 16) != 0);
+    if (op == OpKind::Exp) return (widths & 16) ? table_exp(b, x) : inline_exp(b, x);
     if (widths == 0) return scalarized(b, op, x, n);
     unsigned widest = 0;
     for (unsigned w : kMathWidths)
