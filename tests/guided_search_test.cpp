@@ -784,3 +784,16 @@ TEST(GuidedSearch, TheChainedRolloutContinuesThePolicysEpisodesUnmeasured) {
     for (const ScoredState &s : chained_rollout(shipped_policy(), *shadow, start, 3))
         EXPECT_EQ(s.actions.size(), 3u);
 }
+
+// A shape no seed rule applies to (n = 1, k = 10: nothing to vectorize or tile) is searched by
+// the policy alone, the environment's first computation: the result verifies.
+TEST(GuidedSearch, AShapeNoSeedAppliesToIsSearchedByThePolicyAlone) {
+    const Program start = tests::matmul_program(334, 1, 10);
+    Environment env = policy_env();
+    ASSERT_TRUE(tune_seeds(*start.comp, kSeedSteps, env.action_space()).empty());
+    GuidedConfig c;
+    c.budget_s = 0.5;
+    GuidedResult r = guided_search(shipped_policy(), env, start, c);
+    expect_replays_and_verifies(env, start, r);
+    EXPECT_GT(r.best_gflops, 0);
+}

@@ -360,6 +360,8 @@ public:
             }
         }
         // The policy's chained rollout, before the greedy one (its best bounds their measurements).
+        // With no seed, the environment is not on this computation yet: its buffers first.
+        if (!config_.greedy && seeds.empty()) env_.reset(start);
         if (!config_.greedy)
             for (const ScoredState &s : chained_rollout(policy_, shadow(), start, limit_)) {
                 bound_next_measurement();
