@@ -76,6 +76,11 @@ void add_options(CLI::App *cmd, Opts &o) {
                     "A cost model (`looptool cost-model`) for the method `policy-ranked`: "
                     "`policy` ranking schedules by it before measuring them (tune --rank model)")
         ->check(CLI::ExistingFile);
+    cmd->add_option("--const", o.c.constant_inputs,
+                    "Inputs declared constant (comma-separated tensor names, e.g. W): a method "
+                    "named X-prepacked (policy-prepacked) runs X with its packs of them done once "
+                    "outside the timed calls, as a library reorders constant weights")
+        ->delimiter(',');
     cmd->add_flag("--no-plots", o.no_plots, "Skip the PNG plots");
     cmd->add_flag("--final-only", o.c.final_only,
                   "Judge only each method's final schedule, not every state on its way (for "

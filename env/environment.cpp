@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "env/observations.h"
+#include "looptool/check/prepacked.h"
 #include "looptool/check/reference_progress.h"
 #include "looptool/formats/text_format.h"
 #include "looptool/ir/error.h"
@@ -82,6 +83,7 @@ void Environment::reset(const std::string &benchmark_path) {
 void Environment::reset(const Program &program) {
     const bool same_computation =
         program_.comp && (program_.comp == program.comp || *program_.comp == *program.comp);
+    check_constant_inputs(*program.comp, config_.constant_inputs);
     if (!same_computation) {
         // Refuse before allocating (and before changing the episode): the buffers, and with
         // verify the kernel's output copy and the reference.
@@ -116,7 +118,8 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
     if (!config_.measure_enabled) return out.gflops = 0;
     out.measured = true;
     const Clock::time_point t0 = Clock::now();
-    const std::string key = schedule_key(p);
+    const std::optional<Prepacked> split = prepacked(p);
+    const std::string key = cache_key(p, split);
     if (auto it = cache_.find(key); it != cache_.end()) {
         ++counters_.cache_hits;
         out.from_cache = true;
@@ -139,8 +142,11 @@ double Environment::evaluate(const Program &p, StepInfo *info) {
                         "cannot be measured here)",
                         store_->path(), p.comp->name, machine_));
     out.compile_ms = 0;
-    const std::optional<Measurement> on_prefix = measure_on_prefix(p, out);
-    const Measurement m = on_prefix ? *on_prefix : compile_and_measure(p, p, measure_, out);
+    // A split is measured whole: prefix.h cuts one kernel, not prepare and run.
+    const std::optional<Measurement> on_prefix = split ? std::nullopt : measure_on_prefix(p, out);
+    const Measurement m = on_prefix ? *on_prefix
+                          : split   ? measure_prepacked(p, *split, out)
+                                    : compile_and_measure(p, p, measure_, out);
     out.timed_out = m.timed_out;
     cache_[key] = m.median_gflops;
     if (on_prefix) prefix_keys_.push_back(key);
@@ -165,6 +171,48 @@ Measurement Environment::compile_and_measure(const Program &p, const Program &ru
     }
     const Clock::time_point t2 = Clock::now();
     Measurement m = measure_kernel(k.fn, *run.comp, buffers_, o);
+    counters_.measure_seconds += seconds_since(t2);
+    ++counters_.measurements;
+    return m;
+}
+
+std::string Environment::cache_key(const Program &p, const std::optional<Prepacked> &split) {
+    if (!split) return schedule_key(p);
+    return fmt::format("prepacked {}|{}", fmt::join(split->packed, ","), schedule_key(p));
+}
+
+std::optional<Prepacked> Environment::prepacked(const Program &p) const {
+    if (config_.constant_inputs.empty()) return std::nullopt;
+    return split_prepacked(p, config_.constant_inputs);
+}
+
+void Environment::set_constant_inputs(std::vector<std::string> names) {
+    config_.constant_inputs = std::move(names);
+}
+
+Measurement Environment::measure_prepacked(const Program &p, const Prepacked &s, StepInfo &out) {
+    const Clock::time_point t1 = Clock::now();
+    const Kernel prepare = jit_->compile(s.prepare), run = jit_->compile(s.run);
+    counters_.compile_seconds += seconds_since(t1);
+    counters_.compiles += !prepare.cached + !run.cached;
+    out.compile_ms += prepare.compile_ms + run.compile_ms;
+    if (config_.verify && !run.cached) {
+        Comparison cmp = verify(p);
+        if (!cmp.ok)
+            throw InternalError(
+                fmt::format("prepacked JIT kernels differ from the reference: {}\n{}",
+                            cmp.first_mismatch, dump(p, false)));
+    }
+    // The packed tensors live beside the benchmark's buffers while run is timed.
+    add_packed_buffers(s, buffers_);
+    struct Drop {
+        const Prepacked &s;
+        Buffers &b;
+        ~Drop() { drop_packed_buffers(s, b); }
+    } drop{s, buffers_};
+    const Clock::time_point t2 = Clock::now();
+    const KernelFn fn = run_prepacked_kernels(*jit_, s, buffers_);
+    Measurement m = measure_kernel(fn, *s.run.comp, buffers_, measure_);
     counters_.measure_seconds += seconds_since(t2);
     ++counters_.measurements;
     return m;
@@ -221,7 +269,7 @@ std::optional<Measurement> Environment::measure_on_prefix(const Program &p, Step
 }
 
 double Environment::measure_again(const Program &p, StepInfo *info) {
-    cache_.erase(schedule_key(p));
+    cache_.erase(cache_key(p, prepacked(p)));
     return evaluate(p, info);
 }
 
@@ -232,7 +280,7 @@ void Environment::set_measure_options(const MeasureOptions &m) {
 }
 
 bool Environment::cut_short(const Program &p) const {
-    return std::find(cut_keys_.begin(), cut_keys_.end(), schedule_key(p)) != cut_keys_.end();
+    return std::ranges::find(cut_keys_, cache_key(p, prepacked(p))) != cut_keys_.end();
 }
 
 void Environment::set_prefix_flops(double target_flops, double max_share) {
@@ -277,8 +325,14 @@ Comparison Environment::verify(const Program &p, double tolerance) {
     // fails to zero, shows up as a mismatch.
     Buffers got = buffers_;
     fill_non_inputs(*p.comp, got, std::numeric_limits<float>::quiet_NaN());
-    int32_t cancel = 0;
-    jit_->compile(p).fn(got.pointers().data(), &cancel);
+    if (const std::optional<Prepacked> split = prepacked(p)) {
+        add_packed_buffers(*split, got);
+        run_prepacked_kernels(*jit_, *split, got);
+        drop_packed_buffers(*split, got);
+    } else {
+        int32_t cancel = 0;
+        jit_->compile(p).fn(got.pointers().data(), &cancel);
+    }
     ++counters_.verified;
     return compare_outputs(*p.comp, reference_, got, tolerance);
 }

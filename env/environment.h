@@ -18,6 +18,7 @@
 #include "env/observations.h"
 #include "env/store/measurement_store.h"
 #include "looptool/actions/actions.h"
+#include "looptool/actions/prepack.h"
 #include "looptool/check/verify.h"
 #include "looptool/jit/jit.h"
 #include "looptool/measure/measure.h"
@@ -47,6 +48,10 @@ struct EnvConfig {
     /// roof its peak), and a schedule the store lacks for it is an error, since it cannot be
     /// measured here. Training replays another machine's traces this way.
     std::string machine;
+    /// Inputs declared constant (inference's weights): a schedule's packs that read only these
+    /// run once outside the timed calls (looptool/actions/prepack.h), as a library's weight
+    /// reorder does. Its figures are filed under their own keys, never mixed with per-call ones.
+    std::vector<std::string> constant_inputs;
     /// A short protocol: env steps must stay cheap (a cache-miss step within ~25 ms).
     looptool::MeasureOptions measure{.warmup = 2,
                                      .min_runs = 5,
@@ -136,7 +141,12 @@ public:
     /// Runs p's JIT kernel on the environment's random inputs and compares its outputs with the
     /// double-precision reference (computed once per computation; sampled on large problems,
     /// EnvConfig::reference): `tolerance` is a factor on the forward error bound.
+    /// With constant inputs (EnvConfig::constant_inputs), a prepacked schedule's prepare, then
+    /// its run.
     looptool::Comparison verify(const looptool::Program &p, double tolerance = 1);
+    /// EnvConfig::constant_inputs from now on (compare's judge measures methods with and
+    /// without them); checked against the current benchmark at each evaluation.
+    void set_constant_inputs(std::vector<std::string> names);
 
     struct Counters {
         int64_t compiles = 0, measurements = 0, cache_hits = 0, store_hits = 0, verified = 0;
@@ -169,6 +179,14 @@ private:
     double prefix_flops_ = 0, prefix_share_ = 0;     // set_prefix_flops()
     std::vector<std::string> prefix_keys_;           // measured on a prefix
     int64_t prefix_measurements_ = 0;
+    /// The key p's figure is cached and stored under: schedule_key(p), or for a split its own.
+    static std::string cache_key(const looptool::Program &p,
+                                 const std::optional<looptool::Prepacked> &split);
+    /// p's split when constant inputs are declared and some pack reads only them.
+    std::optional<looptool::Prepacked> prepacked(const looptool::Program &p) const;
+    /// compile_and_measure() for a split: prepare run once, run's kernel timed.
+    looptool::Measurement measure_prepacked(const looptool::Program &p,
+                                            const looptool::Prepacked &s, StepInfo &out);
     /// Compiles p (verifying it when configured) and measures `run` (p, or its prefix) with `o`.
     looptool::Measurement compile_and_measure(const looptool::Program &p,
                                               const looptool::Program &run,

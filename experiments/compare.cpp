@@ -75,15 +75,22 @@ void check_config(const CompareConfig &c) {
     std::vector<std::string> known = default_compare_methods();
     known.push_back(bench::kOnednnMatmul);  // asked for by name: on matmuls "onednn" runs already
     for (const auto &[name, method] : c.extra_methods) known.push_back(name);
-    for (const auto &m : c.methods)
-        if (!contains(known, m))
+    for (const auto &m : c.methods) {
+        const std::string x = unprepacked(m);
+        if (!contains(known, x) || (is_prepacked(m) && (x == "base" || is_library(x))))
             throw Error(
-                fmt::format("compare: unknown method '{}' (known: {})", m, fmt::join(known, ", ")));
+                fmt::format("compare: unknown method '{}' (known: {}; a search or "
+                            "registered method may end in {})",
+                            m, fmt::join(known, ", "), kPrepackedSuffix));
+        if (is_prepacked(m) && c.constant_inputs.empty())
+            throw Error(fmt::format(
+                "compare: method '{}' needs the inputs declared constant (--const)", m));
+    }
     if (!c.against.empty() && !contains(c.methods, c.against))
         throw Error(fmt::format("compare: --against {} is not one of the methods compared ({})",
                                 c.against, fmt::join(c.methods, ", ")));
     for (const auto &m : c.methods)
-        if (c.extra_methods.count(m)) check_environment(c, m);
+        if (c.extra_methods.count(unprepacked(m))) check_environment(c, m);
     if (c.out_dir.empty()) throw Error("compare: no output directory");
     if (fs::exists(c.out_dir) && !fs::is_directory(c.out_dir))
         throw Error(fmt::format("compare: --out {} is not a directory", c.out_dir));

@@ -40,7 +40,8 @@ struct CompareConfig {
     /// openblas, onednn (matmul only), onednn-conv-plain, onednn-conv-best (conv2d only),
     /// onednn-softmax, onednn-layernorm, copy (those row operations only: onednn_rowop.h),
     /// onednn-matmul (matmuls with an epilogue only: onednn_matmul.h), and
-    /// any name in `extra_methods`.
+    /// any name in `extra_methods`; and any of those searches or registered methods followed
+    /// by `-prepacked` (constant_inputs).
     std::vector<std::string> methods;
     double budget_s = 60;  ///< per benchmark and search method
     /// Actions per sequence of every method; 0: what each needs (the searches' default_steps():
@@ -81,6 +82,10 @@ struct CompareConfig {
     std::string against;
     bool plots = true;
     std::map<std::string, CompareMethod> extra_methods;
+    /// Inputs declared constant (--const): a method X named `X-prepacked` (any search or
+    /// registered method) runs as X with them (EnvConfig::constant_inputs), its packs of those
+    /// inputs done once outside the timed calls, and is judged so; X itself stays per call.
+    std::vector<std::string> constant_inputs;
     std::function<void(const std::string &)> progress;  ///< one progress line at a time
     /// Called for each failed row as it is recorded (the CLI prints it on stderr).
     std::function<void(const CompareRow &)> on_failure;

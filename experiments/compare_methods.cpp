@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -99,8 +100,8 @@ double judged_gflops(Environment &judge, const Program &p, bool *slow = nullptr)
 // Tunes `row.method` from the naive nest in a fresh environment (fresh caches: no method
 // profits from another's work); fills the row's tuning time and schedule count.
 std::vector<Action> tune(const CompareConfig &c, const Program &naive, CompareRow &row) {
-    const std::string &m = row.method;
-    Environment env(method_environment(c, m));
+    const std::string m = unprepacked(row.method);
+    Environment env(method_environment(c, row.method));
     env.reset(naive);
     if (auto it = c.extra_methods.find(m); it != c.extra_methods.end()) {
         auto t = std::chrono::steady_clock::now();
@@ -121,6 +122,13 @@ std::vector<Action> tune(const CompareConfig &c, const Program &naive, CompareRo
 
 }  // namespace
 
+bool is_prepacked(const std::string &method) { return method.ends_with(kPrepackedSuffix); }
+
+std::string unprepacked(const std::string &method) {
+    return is_prepacked(method) ? method.substr(0, method.size() - strlen(kPrepackedSuffix))
+                                : method;
+}
+
 bool is_library(const std::string &method) {
     return method == "openblas" || method == "onednn" || method == bench::kOnednnMatmul ||
            conv_library(method) || bench::is_rowop_method(method);
@@ -134,7 +142,8 @@ bool runs_on(const std::string &method, const Computation &c) {
     return conv_library(method) ? bench::is_conv2d(c) : is_matmul(c);
 }
 
-EnvConfig method_environment(const CompareConfig &c, const std::string &method) {
+EnvConfig method_environment(const CompareConfig &c, const std::string &named) {
+    const std::string method = unprepacked(named);
     EnvConfig cfg;
     cfg.action_space = c.space;
     cfg.store_path = c.store_path;
@@ -146,6 +155,7 @@ EnvConfig method_environment(const CompareConfig &c, const std::string &method) 
     } else if (c.max_steps == 0 && method != "base" && !is_library(method)) {
         cfg.max_steps = default_steps(method);
     }
+    if (is_prepacked(named)) cfg.constant_inputs = c.constant_inputs;
     return cfg;
 }
 
@@ -157,6 +167,10 @@ int method_steps(const CompareConfig &c, const std::string &method) {
 std::function<double()> measure_row(const CompareConfig &c, Environment &judge,
                                     const Program &naive, CompareRow &row) {
     const std::string &m = row.method;
+    // The judge measures a prepacked method's schedules as it tuned them.
+    const std::vector<std::string> constant =
+        is_prepacked(m) ? c.constant_inputs : std::vector<std::string>{};
+    judge.set_constant_inputs(constant);
     if (is_library(m)) {
         std::function<double()> again = library_row(row.benchmark, m, naive);
         row.gflops = again();
@@ -178,7 +192,10 @@ std::function<double()> measure_row(const CompareConfig &c, Environment &judge,
                                 cmp.mismatches, cmp.coverage(), cmp.first_mismatch));
     row.gflops = row.step_gflops.back();
     if (m == "base" || slow) return {};
-    return [&judge, p] { return judged_gflops(judge, p); };
+    return [&judge, p, constant] {
+        judge.set_constant_inputs(constant);
+        return judged_gflops(judge, p);
+    };
 }
 
 }  // namespace looptune

@@ -11,6 +11,13 @@
 
 namespace looptune {
 
+/// The suffix of a method run with CompareConfig::constant_inputs (`policy-prepacked`).
+inline constexpr const char *kPrepackedSuffix = "-prepacked";
+/// Whether `method` is another one with kPrepackedSuffix.
+bool is_prepacked(const std::string &method);
+/// `method` without kPrepackedSuffix.
+std::string unprepacked(const std::string &method);
+
 /// The libraries (openblas, onednn, onednn-conv-*) run kernels of their own, not schedules.
 bool is_library(const std::string &method);
 
