@@ -90,17 +90,17 @@ def part_of(name):
     return "other"
 
 
-def ratios(rows, ref):
-    """(shape, tune / ref, tune's seconds) per shape where both were measured; failed shapes."""
+def ratios(rows, ref, method="policy"):
+    """(shape, method / ref, method's seconds) per shape where both were measured; failed shapes."""
     out, failed = [], []
     for shape, methods in sorted(rows.items()):
-        ours, theirs = figure(methods.get("policy")), figure(methods.get(ref))
-        if "policy" not in methods:
+        ours, theirs = figure(methods.get(method)), figure(methods.get(ref))
+        if method not in methods:
             continue
         if ours is None or theirs is None:
             failed.append(shape)
             continue
-        out.append((shape, ours / theirs, float(methods["policy"]["seconds"] or 0)))
+        out.append((shape, ours / theirs, float(methods[method]["seconds"] or 0)))
     return out, failed
 
 
@@ -108,10 +108,10 @@ def geomean(xs):
     return statistics.geometric_mean(xs) if xs else float("nan")
 
 
-def summary_row(label, rows, ref):
-    got, failed = ratios(rows, ref)
+def summary_row(label, rows, ref, method="policy"):
+    got, failed = ratios(rows, ref, method)
     if not got:
-        fail(f"{label}: no shape with both `policy` and `{ref}` measured")
+        fail(f"{label}: no shape with both `{method}` and `{ref}` measured")
     got.sort(key=lambda r: r[1])
     secs = [s for *_, s in got]
     cells = [f"{geomean([r for _, r, _ in got]):.3f}x"]
@@ -195,6 +195,10 @@ def section(cpu, runs):
                         lines.append(summary_row(f"{about['set']}: {part}", sub, ref))
             else:
                 lines.append(summary_row(label, rows, ref))
+        if conv and any("policy-prepacked" in r for r in rows.values()):
+            lines.append(summary_row(f"{about['set']}, weights packed once (`policy-prepacked`), "
+                                     "vs oneDNN's best layout", rows, "onednn-conv-best",
+                                     "policy-prepacked"))
     return lines + [""] + ablation_table(runs) + notes + [""]
 
 
