@@ -345,18 +345,16 @@ void apply_adapt(TrainOptions &o) {
     if (unset("--checkpoint-every")) c.checkpoint_every = 1000;
 }
 
-// Installs the adapted policy for this machine when side by side it was not slower; says
+// Installs the adapted policy for this machine unless adapt_refusal() gives a reason; says
 // which, and why not otherwise.
 void install_adapted(const TrainOptions &o, const looptune::TrainSummary &s) {
     // A `threads` policy goes where runs on N > 1 threads look (one file for every N).
     const int threads = o.c.action_space == "threads" ? 2 : 1;
     const std::string to = looptune::adapted_policy_path(threads);
     if (o.no_install || to.empty()) return;
-    if (s.adapt_gain > 0 && s.adapt_gain < 1) {
-        fmt::print(stderr,
-                   "not installed: side by side the trained network reaches {:.3f}x the initial "
-                   "one (tune keeps {})\n",
-                   s.adapt_gain, looptune::default_policy_path(threads));
+    if (const std::string why = looptune::adapt_refusal(s); !why.empty()) {
+        fmt::print(stderr, "not installed: {} (tune keeps {})\n", why,
+                   looptune::default_policy_path(threads));
         return;
     }
     std::filesystem::create_directories(std::filesystem::path(to).parent_path());

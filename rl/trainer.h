@@ -131,6 +131,11 @@ struct TrainSummary {
     std::vector<std::pair<std::string, std::string>> failed;
 };
 
+/// Why an adapted network must not replace the initial one, "" when it may: side by side it was
+/// slower (adapt_gain < 1), or its greedy rollouts' held-out figure fell below the one measured
+/// before the first step (a fine-tune can gain from seed starts while forgetting the rest).
+std::string adapt_refusal(const TrainSummary &s);
+
 /// Trains per config.trainer; throws looptool::Error for bad settings or files.
 TrainSummary train(const TrainConfig &config);
 

@@ -182,9 +182,10 @@ void TrainingRun::report(const RunSnapshot &at, const std::string &who, bool now
                                            : std::string("ETA ?");
     const bool by_time = c_.max_seconds > 0 && c_.steps > int64_t(1) << 32;
     c_.progress(fmt::format(
-        "[{}/{}] {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss {:.4f} | {} updates"
+        "[{}] {} | {} episodes | reward {:.3f} | speedup {:.2f}x | loss {:.4f} | {} updates"
         " | eval {}{} | {:.1f} steps/s | {:.1f} updates/s | {}",
-        at.env_steps, by_time ? fmt::format("{:.0f} s", c_.max_seconds) : std::to_string(c_.steps),
+        by_time ? fmt::format("step {} | {:.0f}/{:.0f} s", at.env_steps, elapsed(), c_.max_seconds)
+                : fmt::format("{}/{}", at.env_steps, c_.steps),
         who, at.episodes, at.episode_reward, at.episode_speedup, at.loss, at.updates,
         at.eval.speedup < 0 ? std::string("-") : fmt::format("{:.2f}x", at.eval.speedup),
         at.eval.seed_gain < 0 ? std::string()
@@ -266,6 +267,16 @@ TrainSummary TrainingRun::summary(const RunSnapshot &at) const {
     std::lock_guard<std::mutex> g(eval_mutex_);
     for (const FailedBenchmark &f : eval_failed_) s.failed.emplace_back(f.file, f.reason);
     return s;
+}
+
+std::string adapt_refusal(const TrainSummary &s) {
+    if (s.adapt_gain > 0 && s.adapt_gain < 1)
+        return fmt::format("side by side the trained network reaches {:.3f}x the initial one",
+                           s.adapt_gain);
+    if (s.eval_start_speedup > 0 && s.eval_speedup > 0 && s.eval_speedup < s.eval_start_speedup)
+        return fmt::format("its greedy rollouts on the test split fell from {:.2f}x to {:.2f}x",
+                           s.eval_start_speedup, s.eval_speedup);
+    return "";
 }
 
 }  // namespace looptune
