@@ -29,7 +29,7 @@ std::string quote(const std::string &s) {
 std::string header(const PlotSpec &spec) {
     std::string s = fmt::format("set title {}\nset xlabel {}\nset ylabel {}\nset grid ytics\n",
                                 quote(spec.title), quote(spec.xlabel), quote(spec.ylabel));
-    s += "set key outside right top\n";
+    s += "set key below\n";  // a legend beside the plot took half its width
     if (spec.log_y) s += "set logscale y\n";
     return s;
 }
